@@ -1,0 +1,270 @@
+/**
+ * The error taxonomy shared by services, callers and the control plane.
+ *
+ * Every error raised by svcplane carries `code`, `status`, `retryable` and (optionally) `reason`
+ * as own enumerable properties, because Cap'n Web rebuilds received errors as plain `Error`s and
+ * only own enumerable properties survive the trip. `instanceof` therefore works locally only;
+ * read errors with {@link svcErrorInfo}, which works for both and re-validates every field.
+ *
+ * @module
+ */
+
+/** The five classifications of the contract's error taxonomy. */
+export type SvcErrorCode =
+  | 'capability_auth'
+  | 'ability_validation'
+  | 'timeout'
+  | 'handler'
+  | 'internal';
+
+/** The error info record: `{ code, status, retryable, reason? }`. */
+export interface SvcErrorInfo {
+  /** Taxonomy classification. */
+  code: SvcErrorCode;
+  /** A classification (not an HTTP status of the RPC response). */
+  status: number;
+  /** Whether the failure is transient. It never means a retry is safe. */
+  retryable: boolean;
+  /** A short machine-readable discriminator naming the failed check. */
+  reason?: string;
+}
+
+/** One validation issue: a message and, when known, the path to the offending value. */
+export interface ValidationIssue {
+  message: string;
+  path?: (string | number)[];
+}
+
+const RETRYABLE_BY_DEFAULT = new Set([408, 429, 502, 503, 504]);
+
+/** Whether a status is transient by default (408, 429, 502, 503, 504). */
+export function isRetryableStatusByDefault(status: number): boolean {
+  return RETRYABLE_BY_DEFAULT.has(status);
+}
+
+/**
+ * Base class of every taxonomy error. Not exported as a public name: callers match on `code`,
+ * never on a base class, because received errors lose their prototype.
+ */
+export abstract class SvcError extends Error {
+  declare code: SvcErrorCode;
+  declare status: number;
+  declare retryable: boolean;
+  declare reason?: string;
+
+  protected constructor(message: string, info: SvcErrorInfo) {
+    super(message);
+    // Assigned (not declared as class fields) so they are own enumerable data properties in
+    // every runtime regardless of the class-field semantics the bundler picks.
+    this.code = info.code;
+    this.status = info.status;
+    this.retryable = info.retryable;
+    if (info.reason !== undefined) this.reason = info.reason;
+  }
+}
+
+/**
+ * A token, scope, ingress, access-class or proof-of-possession check refused the call.
+ * Status 401 for a missing or invalid token, 403 for a missing scope or access mismatch.
+ */
+export class CapabilityAuthError extends SvcError {
+  constructor(message: string, options: { status?: 401 | 403; reason: string }) {
+    super(message, {
+      code: 'capability_auth',
+      status: options.status ?? 401,
+      retryable: false,
+      reason: options.reason,
+    });
+    this.name = 'CapabilityAuthError';
+  }
+}
+
+/** Input (422) or output / streamed item (500) failed its schema. */
+export class AbilityValidationError extends SvcError {
+  declare issues: ValidationIssue[];
+
+  constructor(
+    message: string,
+    options: { status?: 422 | 500; issues?: ValidationIssue[]; reason?: string } = {},
+  ) {
+    super(message, {
+      code: 'ability_validation',
+      status: options.status ?? 422,
+      retryable: false,
+      reason: options.reason ?? (options.status === 500 ? 'invalid_output' : 'invalid_input'),
+    });
+    this.name = 'AbilityValidationError';
+    this.issues = options.issues ?? [];
+  }
+}
+
+/** A deadline elapsed (504, retryable). */
+export class SvcTimeoutError extends SvcError {
+  constructor(message = 'Svc deadline exceeded', options: { reason?: string } = {}) {
+    super(message, {
+      code: 'timeout',
+      status: 504,
+      retryable: true,
+      reason: options.reason ?? 'deadline_exceeded',
+    });
+    this.name = 'SvcTimeoutError';
+  }
+}
+
+/**
+ * A handler failed deliberately and chose what the caller sees. `status` defaults to 500;
+ * `retryable` defaults by status (true for 408, 429, 502, 503, 504).
+ */
+export class AbilityHandlerError extends SvcError {
+  constructor(
+    message: string,
+    options: { reason?: string; retryable?: boolean; status?: number } = {},
+  ) {
+    const status = validErrorStatus(options.status) ?? 500;
+    super(message, {
+      code: 'handler',
+      status,
+      retryable: typeof options.retryable === 'boolean'
+        ? options.retryable
+        : isRetryableStatusByDefault(status),
+      ...(options.reason !== undefined ? { reason: options.reason } : {}),
+    });
+    this.name = 'AbilityHandlerError';
+  }
+}
+
+/** Anything else: an unshaped handler failure, a broken schema, a bug. Status 500. */
+export class SvcInternalError extends SvcError {
+  constructor(message: string, options: { reason?: string; status?: number } = {}) {
+    const status = validErrorStatus(options.status) ?? 500;
+    super(message, {
+      code: 'internal',
+      status,
+      retryable: isRetryableStatusByDefault(status),
+      ...(options.reason !== undefined ? { reason: options.reason } : {}),
+    });
+    this.name = 'SvcInternalError';
+  }
+}
+
+/**
+ * A definition or configuration was refused (at definition, setup or construction time).
+ * The message names the thing at fault.
+ */
+export class SvcConfigurationError extends SvcError {
+  constructor(message: string, options: { reason?: string } = {}) {
+    super(message, {
+      code: 'internal',
+      status: 500,
+      retryable: false,
+      reason: options.reason ?? 'configuration',
+    });
+    this.name = 'SvcConfigurationError';
+  }
+}
+
+const CODES: ReadonlySet<string> = new Set<SvcErrorCode>([
+  'capability_auth',
+  'ability_validation',
+  'timeout',
+  'handler',
+  'internal',
+]);
+
+const MAX_REASON_LENGTH = 256;
+const REASON_PATTERN = /^[\w.:-]+$/;
+
+function validErrorStatus(status: unknown): number | undefined {
+  return typeof status === 'number' && Number.isInteger(status) && status >= 400 && status <= 599
+    ? status
+    : undefined;
+}
+
+function validReason(reason: unknown): string | undefined {
+  return typeof reason === 'string' && reason.length > 0 && reason.length <= MAX_REASON_LENGTH &&
+      REASON_PATTERN.test(reason)
+    ? reason
+    : undefined;
+}
+
+const INTERNAL: SvcErrorInfo = Object.freeze({ code: 'internal', status: 500, retryable: false });
+
+/**
+ * Reads the error info record of a local or received error, re-validating every field.
+ *
+ * A peer controls every property of a received error, so nothing is trusted as sent:
+ * refusals (`capability_auth`, `ability_validation`) are never retryable, their statuses are
+ * pinned to the ones the taxonomy allows, timeouts are always 504, and an error without a valid
+ * taxonomy shape reads as `internal` / 500 / not retryable.
+ */
+export function svcErrorInfo(error: unknown): SvcErrorInfo {
+  if (error === null || (typeof error !== 'object' && typeof error !== 'function')) {
+    return { ...INTERNAL };
+  }
+  const record = error as Record<string, unknown>;
+  if (typeof record.code !== 'string' || !CODES.has(record.code)) return { ...INTERNAL };
+  const code = record.code as SvcErrorCode;
+  const reason = validReason(record.reason);
+  const withReason = (info: SvcErrorInfo): SvcErrorInfo =>
+    reason === undefined ? info : { ...info, reason };
+  const status = validErrorStatus(record.status);
+  switch (code) {
+    case 'capability_auth':
+      return withReason({ code, status: status === 403 ? 403 : 401, retryable: false });
+    case 'ability_validation':
+      return withReason({ code, status: status === 500 ? 500 : 422, retryable: false });
+    case 'timeout':
+      return withReason({ code, status: 504, retryable: true });
+    case 'handler': {
+      const handlerStatus = status ?? 500;
+      const retryable = typeof record.retryable === 'boolean'
+        ? record.retryable
+        : isRetryableStatusByDefault(handlerStatus);
+      return withReason({ code, status: handlerStatus, retryable });
+    }
+    default: {
+      const internalStatus = status !== undefined && status >= 500 ? status : 500;
+      return withReason({
+        code: 'internal',
+        status: internalStatus,
+        retryable: isRetryableStatusByDefault(internalStatus) && record.retryable === true,
+      });
+    }
+  }
+}
+
+/** Whether an error (local or received) already carries a valid taxonomy `code`. */
+export function hasSvcErrorShape(error: unknown): boolean {
+  if (error === null || typeof error !== 'object') return false;
+  const code = (error as Record<string, unknown>).code;
+  return typeof code === 'string' && CODES.has(code);
+}
+
+const handlerFailureCauses = new WeakMap<object, unknown>();
+
+/** The message of the opaque error that replaces an unshaped handler failure. */
+export function opaqueHandlerFailureMessage(methodName: string): string {
+  return `Svc ability handler failed: ${methodName}`;
+}
+
+/**
+ * Builds the opaque 500 that replaces an unshaped handler throw. The original is kept in a
+ * process-local side table, never as `cause`, so it cannot be serialised to the caller.
+ */
+export function opaqueHandlerFailure(methodName: string, original: unknown): SvcInternalError {
+  const opaque = new SvcInternalError(opaqueHandlerFailureMessage(methodName), {
+    reason: 'handler_failed',
+  });
+  // The stack would reveal service file paths; the replacement exists to say nothing.
+  opaque.stack = `${opaque.name}: ${opaque.message}`;
+  handlerFailureCauses.set(opaque, original);
+  return opaque;
+}
+
+/**
+ * The original failure behind an opaque `Svc ability handler failed` error, in the process that
+ * replaced it. Returns `undefined` for any other error and for errors received over RPC.
+ */
+export function handlerFailureCause(error: unknown): unknown {
+  return error !== null && typeof error === 'object' ? handlerFailureCauses.get(error) : undefined;
+}

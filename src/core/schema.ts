@@ -1,0 +1,135 @@
+/**
+ * Standard Schema validation and Standard JSON Schema projection.
+ *
+ * A method's schemas may come from any library that implements both contracts; each schema is
+ * used on its own, so an input from one library and an output from another work together.
+ *
+ * @module
+ */
+import type { StandardJSONSchemaV1, StandardSchemaV1 } from '@standard-schema/spec';
+import { AbilityValidationError, type ValidationIssue } from './errors.ts';
+
+/** A schema implementing both Standard Schema and Standard JSON Schema. */
+export interface SvcSchema<Input = unknown, Output = Input> {
+  readonly '~standard':
+    & StandardSchemaV1.Props<Input, Output>
+    & StandardJSONSchemaV1.Props<Input, Output>;
+}
+
+/** The value type a schema accepts. */
+export type SchemaInput<S> = S extends SvcSchema<infer I, any> ? I : never;
+/** The value type a schema produces after validation. */
+export type SchemaOutput<S> = S extends SvcSchema<any, infer O> ? O : never;
+
+/** A JSON Schema (draft 2020-12) object. */
+export type JsonSchema = Record<string, unknown>;
+
+/**
+ * Why a value does not implement the schema contracts, or `undefined` when it does.
+ * Used at definition time so a broken schema refuses the definition instead of failing later.
+ */
+export function schemaContractProblem(schema: unknown): string | undefined {
+  if (schema === null || (typeof schema !== 'object' && typeof schema !== 'function')) {
+    return 'is not a schema object';
+  }
+  const props = (schema as Record<string, unknown>)['~standard'];
+  if (props === null || typeof props !== 'object') return 'lacks `~standard`';
+  const standard = props as Record<string, unknown>;
+  if (typeof standard.validate !== 'function') return 'lacks `~standard.validate`';
+  const jsonSchema = standard.jsonSchema as Record<string, unknown> | undefined;
+  if (jsonSchema === null || typeof jsonSchema !== 'object') return 'lacks `~standard.jsonSchema`';
+  if (typeof jsonSchema.input !== 'function' || typeof jsonSchema.output !== 'function') {
+    return 'lacks `~standard.jsonSchema.input` / `.output`';
+  }
+  return undefined;
+}
+
+function pathSegment(segment: unknown): string | number | undefined {
+  const key = segment !== null && typeof segment === 'object' && 'key' in segment
+    ? (segment as { key: unknown }).key
+    : segment;
+  if (typeof key === 'string' || typeof key === 'number') return key;
+  return undefined;
+}
+
+/** Turns library issues into `{ message, path? }` records and nothing else. */
+function toIssues(raw: unknown): ValidationIssue[] | undefined {
+  if (
+    raw === null || typeof raw !== 'object' || typeof (raw as any)[Symbol.iterator] !== 'function'
+  ) {
+    return undefined;
+  }
+  const issues: ValidationIssue[] = [];
+  for (const item of raw as Iterable<unknown>) {
+    if (item === null || typeof item !== 'object') return undefined;
+    const message = (item as { message?: unknown }).message;
+    if (typeof message !== 'string') return undefined;
+    const issue: ValidationIssue = { message };
+    const rawPath = (item as { path?: unknown }).path;
+    if (Array.isArray(rawPath)) {
+      const path = rawPath.map(pathSegment);
+      if (path.every((p) => p !== undefined)) issue.path = path as (string | number)[];
+    }
+    issues.push(issue);
+  }
+  return issues;
+}
+
+/** Which side of a method a value is validated for; decides the status of a failure. */
+export type ValidationSide = 'input' | 'output';
+
+/**
+ * Validates a value and returns the schema's output value, or throws `AbilityValidationError`:
+ * 422 for input, 500 for output. A schema that throws, or returns neither a value nor issues,
+ * fails closed with an `AbilityValidationError` as well.
+ */
+export async function validateWithSchema<S extends SvcSchema>(
+  schema: S,
+  value: unknown,
+  side: ValidationSide,
+  label: string,
+): Promise<SchemaOutput<S>> {
+  const status = side === 'input' ? 422 : 500;
+  let result: unknown;
+  try {
+    result = await schema['~standard'].validate(value);
+  } catch {
+    throw new AbilityValidationError(`${label}: the ${side} schema failed while validating`, {
+      status,
+      reason: 'schema_contract_broken',
+    });
+  }
+  if (result !== null && typeof result === 'object') {
+    const issuesField = (result as { issues?: unknown }).issues;
+    if (issuesField) {
+      const issues = toIssues(issuesField);
+      if (issues === undefined || issues.length === 0) {
+        throw new AbilityValidationError(`${label}: the ${side} schema returned malformed issues`, {
+          status,
+          reason: 'schema_contract_broken',
+        });
+      }
+      throw new AbilityValidationError(`${label}: invalid ${side}`, { status, issues });
+    }
+    if ('value' in result) return (result as { value: SchemaOutput<S> }).value;
+  }
+  throw new AbilityValidationError(
+    `${label}: the ${side} schema returned neither a value nor issues`,
+    { status, reason: 'schema_contract_broken' },
+  );
+}
+
+/**
+ * The JSON Schema (draft 2020-12) of a schema's input or output side.
+ * Throws when the library cannot convert the schema, so a definition cannot publish a lie.
+ */
+export function jsonSchemaOf(schema: SvcSchema, side: ValidationSide): JsonSchema {
+  const converter = schema['~standard'].jsonSchema;
+  const projected = side === 'input'
+    ? converter.input({ target: 'draft-2020-12' })
+    : converter.output({ target: 'draft-2020-12' });
+  if (projected === null || typeof projected !== 'object' || Array.isArray(projected)) {
+    throw new TypeError(`the ${side} schema projected a non-object JSON Schema`);
+  }
+  return projected;
+}

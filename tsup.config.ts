@@ -1,0 +1,24 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: [
+    'mod.ts',
+    'src/service/mod.ts',
+    'src/plane/mod.ts',
+    'src/adapters/node.ts',
+    'src/adapters/bun.ts',
+    'src/adapters/deno.ts',
+    'src/adapters/workers.ts',
+    'src/testing/mod.ts',
+  ].filter((entry) => entry === 'mod.ts' || existsSync(entry)),
+  format: ['esm'],
+  dts: { compilerOptions: { ignoreDeprecations: '6.0' } },
+  clean: true,
+  target: 'es2022',
+  platform: 'neutral',
+  outDir: 'dist',
+  splitting: true,
+  external: ['ws', '@hono/node-server', 'cloudflare:workers'],
+});
+
+import { existsSync } from 'node:fs';
