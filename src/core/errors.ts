@@ -223,12 +223,12 @@ export function svcErrorInfo(error: unknown): SvcErrorInfo {
       return withReason({ code, status: handlerStatus, retryable });
     }
     default: {
-      const internalStatus = status !== undefined && status >= 500 ? status : 500;
-      return withReason({
-        code: 'internal',
-        status: internalStatus,
-        retryable: isRetryableStatusByDefault(internalStatus) && record.retryable === true,
-      });
+      // `internal` keeps a valid 4xx/5xx status (a 405 for a stream over HTTP-batch, say).
+      const internalStatus = status ?? 500;
+      const retryable = typeof record.retryable === 'boolean'
+        ? record.retryable
+        : isRetryableStatusByDefault(internalStatus);
+      return withReason({ code: 'internal', status: internalStatus, retryable });
     }
   }
 }
