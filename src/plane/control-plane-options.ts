@@ -1,0 +1,120 @@
+/**
+ * The options of `createControlPlane` and their construction-time validation.
+ *
+ * @module
+ */
+import { SvcConfigurationError } from '../core/errors.ts';
+import { type TimeoutPolicy, validateTimeoutPolicy } from '../core/deadline.ts';
+import { type HttpCacheOption, resolveHttpCache, type ResolvedHttpCache } from '../core/http-cache.ts';
+import type { SvcLogOption } from '../core/logging.ts';
+import type { CallerAuthenticator } from './caller-auth.ts';
+import type { ServicesOption } from './catalog.ts';
+import type { DiscoveryCacheOption } from './registry-cache.ts';
+import { DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS, MAX_CAPABILITY_TOKEN_TTL_SECONDS } from './issuer.ts';
+import type { SigningKeysOption } from './signing-keys.ts';
+
+/** Options of {@link createControlPlane}. */
+export interface ControlPlaneOptions {
+  /** The control plane's own service id: `spb` of brokered tokens, actor of plane-class calls. Default `control-plane`. */
+  id?: string;
+  /** The `iss` of every token. Default: the plane id. */
+  issuer?: string;
+  /** Signing keys: the first signs, every entry is published. A list or a function of the environment. */
+  signingKeys: SigningKeysOption;
+  /** Who may request tokens at the token endpoint. Everything admitted is a service-class caller. */
+  authenticateCaller?: CallerAuthenticator | CallerAuthenticator[];
+  /** The catalog of services, or a function of the runtime context returning it. */
+  services: ServicesOption;
+  httpCache?: HttpCacheOption;
+  discoveryCache?: DiscoveryCacheOption;
+  timeout?: TimeoutPolicy;
+  /** Event sink; `false` silences REST, broker, MCP and config events. */
+  log?: SvcLogOption;
+  /** Default token lifetime (capped by `MAX_CAPABILITY_TOKEN_TTL_SECONDS`). */
+  ttlSeconds?: number;
+  /** Front doors: accepted names that are not built yet refuse construction with a clear error. */
+  invocationMiddleware?: unknown;
+  openapi?: unknown;
+  rpc?: unknown;
+  mcp?: unknown;
+}
+
+/** Options after validation, with defaults applied. */
+export interface ResolvedControlPlaneOptions {
+  id: string;
+  issuer: string;
+  authenticators: CallerAuthenticator[] | undefined;
+  httpCache?: ResolvedHttpCache;
+  timeoutPolicy: TimeoutPolicy;
+  ttlSeconds: number;
+}
+
+const NOT_BUILT_YET = ['invocationMiddleware', 'openapi', 'rpc', 'mcp'] as const;
+
+function text(value: unknown, field: string, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new SvcConfigurationError(`createControlPlane: \`${field}\` must be a non-empty string`);
+  }
+  return value;
+}
+
+function authenticators(option: unknown): CallerAuthenticator[] | undefined {
+  if (option === undefined) return undefined;
+  const list = Array.isArray(option) ? option : [option];
+  for (const [index, authenticator] of list.entries()) {
+    if (
+      authenticator === null || typeof authenticator !== 'object' ||
+      typeof (authenticator as CallerAuthenticator).authenticate !== 'function'
+    ) {
+      throw new SvcConfigurationError(
+        `createControlPlane: \`authenticateCaller[${index}]\` is not a caller authenticator`,
+      );
+    }
+  }
+  return list as CallerAuthenticator[];
+}
+
+function ttl(value: unknown): number {
+  if (value === undefined) return DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS;
+  if (
+    typeof value !== 'number' || !Number.isInteger(value) || value <= 0 ||
+    value > MAX_CAPABILITY_TOKEN_TTL_SECONDS
+  ) {
+    throw new SvcConfigurationError(
+      `createControlPlane: \`ttlSeconds\` must be an integer in 1..${MAX_CAPABILITY_TOKEN_TTL_SECONDS}`,
+    );
+  }
+  return value;
+}
+
+/** Validates `createControlPlane` options; every refusal names the option at fault. */
+export function resolveControlPlaneOptions(options: ControlPlaneOptions): ResolvedControlPlaneOptions {
+  if (options === null || typeof options !== 'object') {
+    throw new SvcConfigurationError('createControlPlane: options object required');
+  }
+  for (const name of NOT_BUILT_YET) {
+    const value = options[name];
+    if (value !== undefined && value !== false) {
+      throw new SvcConfigurationError(
+        `createControlPlane: \`${name}\` is not built yet in this version of svcplane`,
+        { reason: 'not_built_yet' },
+      );
+    }
+  }
+  if (options.signingKeys === undefined) {
+    throw new SvcConfigurationError('createControlPlane: `signingKeys` is required');
+  }
+  if (options.services === undefined) {
+    throw new SvcConfigurationError('createControlPlane: `services` is required');
+  }
+  const id = text(options.id, 'id', 'control-plane');
+  return {
+    id,
+    issuer: text(options.issuer, 'issuer', id),
+    authenticators: authenticators(options.authenticateCaller),
+    httpCache: resolveHttpCache(options.httpCache, 'createControlPlane: `httpCache`'),
+    timeoutPolicy: validateTimeoutPolicy(options.timeout ?? {}, 'createControlPlane: `timeout`'),
+    ttlSeconds: ttl(options.ttlSeconds),
+  };
+}

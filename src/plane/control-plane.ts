@@ -1,0 +1,160 @@
+/**
+ * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint and the
+ * in-process typed session, as one pure `fetch`.
+ *
+ * @module
+ */
+import { Hono } from 'hono';
+import { CapabilityAuthError } from '../core/errors.ts';
+import { httpCacheHeaders } from '../core/http-cache.ts';
+import { createEventLog } from '../core/logging.ts';
+import { problemFromError, problemResponse } from '../core/problem.ts';
+import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+import type { AuthenticatedCaller } from './caller-auth.ts';
+import { createCatalog } from './catalog.ts';
+import { resolveControlPlaneOptions, type ControlPlaneOptions } from './control-plane-options.ts';
+import { createInProcessSessions } from './in-process-session.ts';
+import { createIssuer, type IssueCapabilityTokenOptions } from './issuer.ts';
+import { resolveDiscoveryCaches } from './registry-cache.ts';
+import { type SigningAuthority, signingAuthorityFromOption } from './signing-keys.ts';
+import { createTokenEndpoint } from './token-endpoint.ts';
+
+/** Where the control plane publishes its JWKS. */
+export const JWKS_PATH = '/.well-known/svc/jwks.json';
+/** Where callers request capability tokens. */
+export const CAPABILITY_TOKEN_PATH = '/.well-known/svc/capability-token';
+
+/** What `issueCapabilityTokenForCaller` takes: an authenticated service caller, never a subject. */
+export interface IssueForCallerOptions {
+  caller: AuthenticatedCaller;
+  targetServiceId: string;
+  scopes: string[];
+  abilityId?: string;
+  ttlSeconds?: number;
+  context?: unknown;
+}
+
+/**
+ * Creates a control plane. Configuration errors (a duplicate signing key id, an option that is
+ * not built yet, invalid limits) are thrown here, before anything is served.
+ */
+export function createControlPlane(options: ControlPlaneOptions) {
+  const resolved = resolveControlPlaneOptions(options);
+  const log = createEventLog(options.log);
+  const authorityFor = (env: unknown): Promise<SigningAuthority> =>
+    signingAuthorityFromOption(options.signingKeys, env);
+  // A static key list is checked and imported now, so a bad list refuses to start.
+  const staticAuthority = Array.isArray(options.signingKeys) ? authorityFor(undefined) : undefined;
+  staticAuthority?.catch(() => {});
+  const catalog = createCatalog({
+    services: options.services,
+    caches: resolveDiscoveryCaches(options.discoveryCache),
+    ...(options.log !== undefined ? { log: options.log } : {}),
+  });
+  const issuer = createIssuer({
+    planeServiceId: resolved.id,
+    issuer: resolved.issuer,
+    defaultTtlSeconds: resolved.ttlSeconds,
+    authority: (context) => staticAuthority ?? authorityFor(envOf(context)),
+    catalog,
+  });
+
+  async function issueCapabilityTokenForCaller(request: IssueForCallerOptions) {
+    if ('subject' in (request as object)) {
+      throw new CapabilityAuthError('A caller may not assert a delegated subject', {
+        status: 403,
+        reason: 'subject_not_allowed',
+      });
+    }
+    const { caller, ...rest } = request;
+    return await issuer.issueCapabilityToken({
+      ...rest,
+      callerServiceId: caller.serviceId,
+      callerAccess: 'service',
+      ...(caller.confirmationJkt !== undefined ? { confirmationJkt: caller.confirmationJkt } : {}),
+    });
+  }
+
+  const tokenEndpoint = createTokenEndpoint({
+    authenticators: resolved.authenticators,
+    issuer: resolved.issuer,
+    log,
+    issue: (caller, body, context) => {
+      const { callerServiceId: _stated, ...rest } = body;
+      return issueCapabilityTokenForCaller({ caller, ...rest, context: context });
+    },
+  });
+
+  const jwksHeaders = httpCacheHeaders(resolved.httpCache, ['svc:jwks']);
+  const app = new Hono();
+
+  app.use('*', async (c, next) => {
+    const requestId = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ?? generateRequestId();
+    c.set('requestId' as never, requestId as never);
+    try {
+      await next();
+    } catch (error) {
+      c.res = problemFromError(error, requestId);
+    }
+    if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
+  });
+
+  app.get(JWKS_PATH, async (c) => {
+    const authority = staticAuthority ?? await authorityFor(c.env);
+    return new Response(JSON.stringify(authority.jwks), {
+      headers: { 'Content-Type': 'application/jwk-set+json', ...jwksHeaders },
+    });
+  });
+
+  app.all(CAPABILITY_TOKEN_PATH, (c) =>
+    tokenEndpoint(c.req.raw, c.get('requestId' as never) as string));
+
+  app.notFound((c) =>
+    problemResponse({
+      status: 404,
+      code: 'internal',
+      detail: 'No such route',
+      retryable: false,
+      reason: 'not_found',
+      requestId: c.get('requestId' as never) as string,
+    })
+  );
+
+  const sessions = createInProcessSessions({
+    planeServiceId: resolved.id,
+    catalog,
+    issuer,
+    timeoutPolicy: resolved.timeoutPolicy,
+  });
+
+  return {
+    app,
+    fetch: (request: Request, env?: unknown, ctx?: unknown) =>
+      app.fetch(request, env, ctx as never) as Promise<Response>,
+    /** The JWKS this plane publishes (every configured key, public members only). */
+    async jwks(env?: unknown) {
+      return (staticAuthority ? await staticAuthority : await authorityFor(env)).jwks;
+    },
+    issueCapabilityToken: (request: IssueCapabilityTokenOptions) =>
+      issuer.issueCapabilityToken(request),
+    issueBrokeredCapabilityToken: (request: IssueCapabilityTokenOptions) =>
+      issuer.issueBrokeredCapabilityToken(request),
+    issueCapabilityTokenForCaller,
+    abilitySession: sessions.abilitySession,
+    /** Resolves once the static signing keys are imported; rejects on a bad key list. */
+    ready: async () => {
+      if (staticAuthority) await staticAuthority;
+    },
+  };
+}
+
+/** The runtime environment behind a request context (Hono's `c.env`) or a bare env object. */
+function envOf(context: unknown): unknown {
+  if (context !== null && typeof context === 'object' && 'env' in context) {
+    return (context as { env: unknown }).env;
+  }
+  return context;
+}
+
+/** The control plane returned by {@link createControlPlane}. */
+export type ControlPlane = ReturnType<typeof createControlPlane>;

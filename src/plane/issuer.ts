@@ -1,0 +1,169 @@
+/**
+ * The capability-token issuer: the full grant check on every mint, then one ES256 signature.
+ *
+ * Three entry points share one path: `issueCapabilityToken` (trusted plane code; requires
+ * `callerAccess`; mints non-brokered tokens), `issueBrokeredCapabilityToken` (adds the signed
+ * `spb` claim ingress-protected services require) and `issueCapabilityTokenForCaller` (a caller the
+ * plane authenticated as a service; never accepts a subject).
+ *
+ * @module
+ */
+import { signCapabilityToken, type CapabilityTokenClaims } from '../core/capability-token.ts';
+import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
+import type { CallerAccess, DelegatedSubject } from '../core/identity.ts';
+import type { createCatalog, ResolvedTarget } from './catalog.ts';
+import { checkGrant, normalizeScopes } from './grants.ts';
+import type { SigningAuthority } from './signing-keys.ts';
+
+/** Default lifetime of a capability token, in seconds. */
+export const DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS = 120;
+/** Maximum lifetime of a capability token, in seconds; longer requests are capped. */
+export const MAX_CAPABILITY_TOKEN_TTL_SECONDS = 3600;
+/** Maximum length of a principal kind (`spk`). */
+export const MAX_PRINCIPAL_KIND_LENGTH = 512;
+
+/** What trusted plane code asks for when it mints a token directly. */
+export interface IssueCapabilityTokenOptions {
+  /** The calling service: `sub` on a plain token, `act.sub` on a delegated one. */
+  callerServiceId: string;
+  targetServiceId: string;
+  scopes: string[];
+  /** Required on every direct mint: who the plane vouches the caller is. */
+  callerAccess: CallerAccess;
+  /** A delegated principal; only with `callerAccess: 'plane'`. */
+  subject?: DelegatedSubject;
+  /** When given, the ability must exist on the target. */
+  abilityId?: string;
+  ttlSeconds?: number;
+  /** Binds the token to a caller key (RFC 7638 thumbprint). */
+  confirmationJkt?: string;
+  /** Runtime context handed to `services(context)`. */
+  context?: unknown;
+}
+
+/** A minted token and what it grants. */
+export interface IssuedCapabilityToken {
+  token: string;
+  expiresAt: Date;
+  scopes: string[];
+  claims: CapabilityTokenClaims;
+}
+
+type Catalog = ReturnType<typeof createCatalog>;
+
+/** What the issuer needs from the plane. */
+export interface IssuerDependencies {
+  planeServiceId: string;
+  issuer: string;
+  defaultTtlSeconds: number;
+  authority(context: unknown): Promise<SigningAuthority>;
+  catalog: Catalog;
+  now?: () => number;
+}
+
+function requireText(value: unknown, field: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new SvcConfigurationError(`issueCapabilityToken: \`${field}\` must be a non-empty string`);
+  }
+  return value;
+}
+
+function checkSubject(subject: DelegatedSubject): DelegatedSubject {
+  if (subject === null || typeof subject !== 'object' || Array.isArray(subject)) {
+    throw new SvcConfigurationError('issueCapabilityToken: `subject` must be { id, kind?, orgId? }');
+  }
+  const checked: DelegatedSubject = { id: requireText(subject.id, 'subject.id') };
+  if (subject.kind !== undefined) {
+    const kind = requireText(subject.kind, 'subject.kind');
+    if (kind.length > MAX_PRINCIPAL_KIND_LENGTH) {
+      throw new SvcConfigurationError(
+        `issueCapabilityToken: \`subject.kind\` exceeds ${MAX_PRINCIPAL_KIND_LENGTH} characters`,
+      );
+    }
+    checked.kind = kind;
+  }
+  if (subject.orgId !== undefined) checked.orgId = requireText(subject.orgId, 'subject.orgId');
+  return checked;
+}
+
+/** Resolves the effective lifetime: the request, else the plane default, capped by the maximum. */
+export function effectiveTtlSeconds(requested: unknown, defaultTtlSeconds: number): number {
+  if (requested === undefined) return Math.min(defaultTtlSeconds, MAX_CAPABILITY_TOKEN_TTL_SECONDS);
+  if (typeof requested !== 'number' || !Number.isInteger(requested) || requested <= 0) {
+    throw new CapabilityAuthError('ttlSeconds must be a positive integer', {
+      status: 403,
+      reason: 'invalid_ttl',
+    });
+  }
+  return Math.min(requested, MAX_CAPABILITY_TOKEN_TTL_SECONDS);
+}
+
+/** Builds the issuer functions over one catalog and one signing authority. */
+export function createIssuer(deps: IssuerDependencies) {
+  const now = deps.now ?? Date.now;
+
+  async function mint(
+    options: IssueCapabilityTokenOptions,
+    brokered: boolean,
+  ): Promise<IssuedCapabilityToken & { target: ResolvedTarget }> {
+    const callerServiceId = requireText(options.callerServiceId, 'callerServiceId');
+    const targetServiceId = requireText(options.targetServiceId, 'targetServiceId');
+    if (options.callerAccess !== 'service' && options.callerAccess !== 'plane') {
+      throw new SvcConfigurationError(
+        "issueCapabilityToken: `callerAccess` ('service' or 'plane') is required on every mint",
+      );
+    }
+    const subject = options.subject === undefined ? undefined : checkSubject(options.subject);
+    if (subject !== undefined && options.callerAccess === 'service') {
+      throw new SvcConfigurationError(
+        "issueCapabilityToken: a subject cannot be minted with callerAccess 'service'",
+      );
+    }
+    if (!Array.isArray(options.scopes)) {
+      throw new SvcConfigurationError('issueCapabilityToken: `scopes` must be an array');
+    }
+    const scopes = normalizeScopes(options.scopes);
+    const ttlSeconds = effectiveTtlSeconds(options.ttlSeconds, deps.defaultTtlSeconds);
+    // The grant check runs on every mint: nothing is trusted from an earlier one.
+    const target = await deps.catalog.target(targetServiceId, options.context, 'token');
+    checkGrant(target, callerServiceId, scopes, options.abilityId);
+    const authority = await deps.authority(options.context);
+    const iat = Math.floor(now() / 1000);
+    const claims: CapabilityTokenClaims = {
+      iss: deps.issuer,
+      sub: subject?.id ?? callerServiceId,
+      aud: targetServiceId,
+      scp: scopes,
+      spa: options.callerAccess,
+      jti: crypto.randomUUID(),
+      iat,
+      nbf: iat,
+      exp: iat + ttlSeconds,
+    };
+    if (subject !== undefined) {
+      claims.act = { sub: callerServiceId };
+      if (subject.kind !== undefined) claims.spk = subject.kind;
+      if (subject.orgId !== undefined) claims.spo = subject.orgId;
+    }
+    if (brokered) claims.spb = deps.planeServiceId;
+    if (options.confirmationJkt !== undefined) claims.cnf = { jkt: options.confirmationJkt };
+    const token = await signCapabilityToken(claims, authority.signer);
+    return { token, claims, scopes, expiresAt: new Date(claims.exp * 1000), target };
+  }
+
+  const strip = ({ target: _target, ...issued }: IssuedCapabilityToken & { target: unknown }) =>
+    issued;
+
+  return {
+    /** Mints a non-brokered token for trusted plane code. */
+    async issueCapabilityToken(options: IssueCapabilityTokenOptions) {
+      return strip(await mint(options, false));
+    },
+    /** Mints a brokered token: carries the signed `spb` ingress-protected services require. */
+    async issueBrokeredCapabilityToken(options: IssueCapabilityTokenOptions) {
+      return strip(await mint(options, true));
+    },
+    /** Internal: mint and also return the resolved target (for session transport selection). */
+    mintWithTarget: mint,
+  };
+}

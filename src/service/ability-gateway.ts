@@ -1,0 +1,104 @@
+/**
+ * The main object served at an ability's RPC path. Its only method, `authenticate(token, proof?)`,
+ * verifies the capability token and returns the validating ability stub; every check that can
+ * refuse a caller runs here, before any handler exists.
+ *
+ * @module
+ */
+import { RpcTarget } from 'capnweb';
+import { CapabilityAuthError } from '../core/errors.ts';
+import { verifyCapabilityToken } from '../core/capability-token.ts';
+import type { VerifiedIdentity } from '../core/identity.ts';
+import type { SvcLogEvent } from '../core/logging.ts';
+import type { AbilityDefinition } from './ability.ts';
+import { createAbilityTarget } from './ability-target.ts';
+import type { InboundRpcMetadata } from './inbound-metadata.ts';
+import { verifyCapabilityProof } from './proof-verify.ts';
+import type { ResolvedServiceOptions } from './service-options.ts';
+
+/** Everything the gateway of one RPC request or WebSocket session knows. */
+export interface GatewayContext {
+  // deno-lint-ignore no-explicit-any
+  ability: AbilityDefinition<any>;
+  service: ResolvedServiceOptions;
+  transport: 'http-batch' | 'websocket';
+  metadata: InboundRpcMetadata;
+  /** Epoch ms at which the caller's budget runs out; undefined when the caller sent none. */
+  callerDeadlineEndsAt?: number;
+  requestId?: string;
+  /** Runtime access handed to handler factories (the request context). */
+  context: unknown;
+  log(event: SvcLogEvent): void;
+}
+
+function refuse(status: 401 | 403, reason: string, message: string): never {
+  throw new CapabilityAuthError(message, { status, reason });
+}
+
+/** Ingress: only a brokered token whose signed `spb` names the configured plane passes. */
+function checkIngress(identity: VerifiedIdentity, brokerServiceId: string | undefined): void {
+  if (brokerServiceId === undefined) return;
+  if (identity.brokerServiceId !== brokerServiceId) {
+    refuse(403, 'ingress_required', 'This service accepts only tokens brokered by its control plane');
+  }
+}
+
+/** Access class: `access: 'service'` abilities admit only callers the plane proved to be services. */
+// deno-lint-ignore no-explicit-any
+function checkAccessClass(identity: VerifiedIdentity, ability: AbilityDefinition<any>): void {
+  if (ability.access === 'service' && identity.callerAccess !== 'service') {
+    refuse(403, 'access_class_mismatch', `Ability ${ability.id} is restricted to service callers`);
+  }
+}
+
+/** The RPC main object: `authenticate(token, proof?)` and nothing else. */
+export class AbilityGateway extends RpcTarget {
+  #context: GatewayContext;
+
+  constructor(context: GatewayContext) {
+    super();
+    this.#context = context;
+  }
+
+  /**
+   * Verifies a capability token (and its proof of possession when the token is bound) and
+   * returns the ability stub for this caller.
+   */
+  async authenticate(token: unknown, proof?: unknown): Promise<RpcTarget> {
+    const { ability, service, metadata } = this.#context;
+    const verified = await verifyCapabilityToken(token, {
+      keys: service.keys,
+      issuer: service.issuer,
+      audience: service.id,
+    });
+    const identity = verified.identity;
+    checkIngress(identity, service.brokerServiceId);
+    checkAccessClass(identity, ability);
+    if (verified.confirmationJkt !== undefined) {
+      await verifyCapabilityProof(proof, {
+        token: token as string,
+        jkt: verified.confirmationJkt,
+        audience: service.id,
+        abilityId: ability.id,
+      });
+      identity.confirmation = { jkt: verified.confirmationJkt };
+    }
+    // Forwarded connection info is advisory and only trusted on the brokered path.
+    const connInfo = service.brokerServiceId !== undefined ? metadata.connInfo : undefined;
+    return createAbilityTarget(ability, {
+      identity,
+      context: this.#context.context,
+      ...(connInfo !== undefined ? { connInfo } : {}),
+      ...(metadata.idempotencyKey !== undefined ? { idempotencyKey: metadata.idempotencyKey } : {}),
+      ...(this.#context.requestId !== undefined ? { requestId: this.#context.requestId } : {}),
+      transport: this.#context.transport,
+      ...(this.#context.callerDeadlineEndsAt !== undefined
+        ? { callerDeadlineEndsAt: this.#context.callerDeadlineEndsAt }
+        : {}),
+      ...(service.methodCeilingMs !== undefined
+        ? { serviceMethodCeilingMs: service.methodCeilingMs }
+        : {}),
+      log: this.#context.log,
+    });
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * Per-request event collection, so HTTP-policy middleware can read what a request emitted after
+ * `await next()`.
+ *
+ * @module
+ */
+import type { Context } from 'hono';
+import type { SvcLogEvent } from '../core/logging.ts';
+
+const EVENTS_VARIABLE = 'svcLogEvents';
+
+/** Starts collecting events for one request. */
+export function beginLogEventCollection(c: Context): void {
+  c.set(EVENTS_VARIABLE as never, [] as never);
+}
+
+/** Records an event emitted inside a request. */
+export function recordLogEvent(c: Context, event: SvcLogEvent): void {
+  const events = c.get(EVENTS_VARIABLE as never) as SvcLogEvent[] | undefined;
+  events?.push(event);
+}
+
+/**
+ * The structured log events emitted so far while handling this request (read it after
+ * `await next()` in middleware mounted through the service's `middleware` option).
+ */
+export function svcLogEvents(c: Context): readonly SvcLogEvent[] {
+  return (c.get(EVENTS_VARIABLE as never) as SvcLogEvent[] | undefined) ?? [];
+}

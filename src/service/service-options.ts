@@ -1,0 +1,134 @@
+/**
+ * The options of `createService` and their construction-time validation.
+ *
+ * @module
+ */
+import type { MiddlewareHandler } from 'hono';
+import { SvcConfigurationError } from '../core/errors.ts';
+import type { CapabilityKeySet } from '../core/capability-token.ts';
+import { type TimeoutPolicy, validateServiceMethodCeiling, validateTimeoutPolicy } from '../core/deadline.ts';
+import { type HttpCacheOption, resolveHttpCache, type ResolvedHttpCache } from '../core/http-cache.ts';
+import type { SvcLogOption } from '../core/logging.ts';
+import type { AbilityDefinition } from './ability.ts';
+import type { CapabilityCatalog } from './capabilities.ts';
+import { staticJwks } from './jwks-sources.ts';
+import type { WebSocketUpgrader } from './websocket-upgrade.ts';
+
+/** How a service verifies capability tokens. */
+export interface ServiceAuthOptions {
+  /** The control plane's JWKS: a key source (`jwksFromUrl`, `jwksFromServiceBinding`) or a JWKS object. */
+  jwks: CapabilityKeySet | { keys: unknown[] };
+  /** The control plane's issuer (`iss`). */
+  issuer: string;
+}
+
+/** Ingress: only brokered tokens whose signed `spb` names this control-plane service id are accepted. */
+export interface ServiceIngressOptions {
+  /** The control plane's service id, expected in the signed `spb` claim. */
+  brokerServiceId: string;
+}
+
+/** Service-side deadline policy. */
+export interface ServiceTimeoutOptions extends TimeoutPolicy {
+  /** Service-wide ceiling for unary methods; `false` removes it. Default `DEFAULT_ABILITY_TIMEOUT_MS`. */
+  methodMs?: number | false;
+}
+
+/** Options of {@link createService}. */
+export interface ServiceOptions {
+  /** The service id: the audience of tokens for this service. */
+  id: string;
+  title: string;
+  version: string;
+  auth: ServiceAuthOptions;
+  ingress?: ServiceIngressOptions;
+  capabilities?: CapabilityCatalog;
+  // deno-lint-ignore no-explicit-any
+  abilities: AbilityDefinition<any>[];
+  httpCache?: HttpCacheOption;
+  timeout?: ServiceTimeoutOptions;
+  /** `{ log }` receives every event; `false` disables request logging. Default: JSON lines. */
+  logger?: SvcLogOption;
+  requestId?: { generator?: () => string };
+  /** Hono middleware mounted before the service routes (HTTP policy layer). */
+  middleware?: MiddlewareHandler | MiddlewareHandler[];
+  /** WebSocket upgrade for runtimes where it cannot be found automatically. */
+  upgradeWebSocket?: WebSocketUpgrader;
+}
+
+/** Options after validation, with defaults applied. */
+export interface ResolvedServiceOptions {
+  id: string;
+  title: string;
+  version: string;
+  issuer: string;
+  keys: CapabilityKeySet;
+  brokerServiceId?: string;
+  httpCache?: ResolvedHttpCache;
+  timeoutPolicy: TimeoutPolicy;
+  methodCeilingMs?: number | false;
+  middleware: MiddlewareHandler[];
+}
+
+const SERVICE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+function requireText(value: unknown, field: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new SvcConfigurationError(`createService: \`${field}\` must be a non-empty string`);
+  }
+  return value;
+}
+
+function isKeySet(value: unknown): value is CapabilityKeySet {
+  return value !== null && typeof value === 'object' &&
+    typeof (value as CapabilityKeySet).getKey === 'function';
+}
+
+/** Validates `createService` options; every refusal names the field at fault. */
+export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceOptions {
+  if (options === null || typeof options !== 'object') {
+    throw new SvcConfigurationError('createService: options object required');
+  }
+  const id = requireText(options.id, 'id');
+  if (!SERVICE_ID_PATTERN.test(id)) {
+    throw new SvcConfigurationError(
+      `createService: \`id\` "${id}" must be letters, digits, '-' or '_' (no dots)`,
+    );
+  }
+  const auth = options.auth;
+  if (auth === null || typeof auth !== 'object') {
+    throw new SvcConfigurationError('createService: `auth` ({ jwks, issuer }) is required');
+  }
+  const issuer = requireText(auth.issuer, 'auth.issuer');
+  const keys = isKeySet(auth.jwks) ? auth.jwks : staticJwks(auth.jwks);
+  let brokerServiceId: string | undefined;
+  if (options.ingress !== undefined) {
+    brokerServiceId = requireText(options.ingress?.brokerServiceId, 'ingress.brokerServiceId');
+  }
+  if (!Array.isArray(options.abilities)) {
+    throw new SvcConfigurationError('createService: `abilities` must be an array');
+  }
+  const { methodMs, ...policy } = options.timeout ?? {};
+  const middleware = options.middleware === undefined
+    ? []
+    : Array.isArray(options.middleware)
+    ? options.middleware
+    : [options.middleware];
+  for (const [index, handler] of middleware.entries()) {
+    if (typeof handler !== 'function') {
+      throw new SvcConfigurationError(`createService: \`middleware[${index}]\` is not a function`);
+    }
+  }
+  return {
+    id,
+    title: requireText(options.title, 'title'),
+    version: requireText(options.version, 'version'),
+    issuer,
+    keys,
+    ...(brokerServiceId !== undefined ? { brokerServiceId } : {}),
+    httpCache: resolveHttpCache(options.httpCache, 'createService: `httpCache`'),
+    timeoutPolicy: validateTimeoutPolicy(policy, 'createService: `timeout`'),
+    methodCeilingMs: validateServiceMethodCeiling(methodMs, 'createService: `timeout.methodMs`'),
+    middleware,
+  };
+}

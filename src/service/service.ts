@@ -1,0 +1,161 @@
+/**
+ * `createService`: one pure `fetch` that serves a service's discovery document and each
+ * ability's RPC route, on every runtime.
+ *
+ * @module
+ */
+import { type Context, Hono } from 'hono';
+import { applyTimeoutPolicy } from '../core/deadline.ts';
+import { httpCacheHeaders } from '../core/http-cache.ts';
+import { createEventLog, type SvcLogEvent } from '../core/logging.ts';
+import { problemFromError, problemResponse } from '../core/problem.ts';
+import {
+  acceptRequestId,
+  generateRequestId,
+  SVC_REQUEST_ID_HEADER,
+  SVC_REQUEST_ID_QUERY_PARAM,
+} from '../core/request-id.ts';
+import { type AbilityDefinition, assertUniqueProjections } from './ability.ts';
+import { AbilityGateway } from './ability-gateway.ts';
+import { serviceDiscoveryDocument, type ServiceDiscoveryDocument } from './discovery.ts';
+import { readInboundMetadata } from './inbound-metadata.ts';
+import { beginLogEventCollection, recordLogEvent } from './log-events.ts';
+import { serveRpc } from './rpc-serve.ts';
+import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
+
+/** A running service: a web-standard `fetch`, its Hono app, and its discovery document. */
+export interface SvcService {
+  fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
+  app: Hono;
+  discovery(): ServiceDiscoveryDocument;
+}
+
+/** The path every service publishes its discovery document at. */
+export const SERVICE_DISCOVERY_PATH = '/.well-known/svc/service.json';
+
+function isWebSocketUpgrade(request: Request): boolean {
+  return request.headers.get('upgrade')?.toLowerCase() === 'websocket';
+}
+
+/**
+ * Creates a service from its abilities. Every definition is checked now: a service that would
+ * misbehave at request time refuses to be created, with an error naming what is wrong.
+ */
+export function createService(options: ServiceOptions): SvcService {
+  const resolved = resolveServiceOptions(options);
+  // deno-lint-ignore no-explicit-any
+  const abilities = options.abilities as AbilityDefinition<any>[];
+  assertUniqueProjections(abilities, resolved.id);
+  const document = serviceDiscoveryDocument({
+    id: resolved.id,
+    title: resolved.title,
+    version: resolved.version,
+    ...(options.capabilities !== undefined ? { capabilities: options.capabilities } : {}),
+    abilities,
+    ...(resolved.methodCeilingMs !== undefined
+      ? { serviceMethodCeilingMs: resolved.methodCeilingMs }
+      : {}),
+    ...(resolved.brokerServiceId !== undefined
+      ? { ingress: { brokerServiceId: resolved.brokerServiceId } }
+      : {}),
+  });
+  const documentBody = JSON.stringify(document);
+  const discoveryHeaders = httpCacheHeaders(resolved.httpCache, [
+    'svc:discovery',
+    `svc:service:${resolved.id}`,
+  ]);
+  const sink = createEventLog(options.logger);
+  const generateId = options.requestId?.generator ?? generateRequestId;
+
+  const emit = (c: Context | undefined, event: SvcLogEvent): void => {
+    if (c !== undefined) recordLogEvent(c, event);
+    sink(event, c);
+  };
+
+  const app = new Hono();
+
+  app.use('*', async (c, next) => {
+    beginLogEventCollection(c);
+    const incoming = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
+      acceptRequestId(new URL(c.req.url).searchParams.get(SVC_REQUEST_ID_QUERY_PARAM));
+    const requestId = incoming ?? acceptRequestId(generateId()) ?? generateRequestId();
+    c.set('requestId' as never, requestId as never);
+    const started = Date.now();
+    try {
+      await next();
+    } catch (error) {
+      c.res = problemFromError(error, requestId);
+    }
+    // A 101 response cannot take headers on every runtime; the id travelled in the query.
+    if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
+    const status = c.res.status;
+    emit(c, {
+      event: status >= 500 ? 'svc.request.failed' : 'svc.request.completed',
+      level: status >= 500 ? 'error' : 'info',
+      requestId,
+      method: c.req.method,
+      path: new URL(c.req.url).pathname,
+      status,
+      durationMs: Date.now() - started,
+    });
+  });
+
+  for (const middleware of resolved.middleware) app.use('*', middleware);
+
+  app.get(SERVICE_DISCOVERY_PATH, (c) => {
+    emit(c, {
+      event: 'svc.discovery.served',
+      level: 'info',
+      requestId: c.get('requestId' as never),
+    });
+    return new Response(documentBody, {
+      headers: { 'Content-Type': 'application/json', ...discoveryHeaders },
+    });
+  });
+
+  for (const ability of abilities) {
+    app.all(ability.rpc.path, (c) => {
+      const request = c.req.raw;
+      const transport = isWebSocketUpgrade(request) ? 'websocket' : 'http-batch';
+      const metadata = readInboundMetadata(request, transport === 'websocket' ? 'query' : 'header');
+      const budgetMs = applyTimeoutPolicy(metadata.budgetMs, resolved.timeoutPolicy, {
+        perCallTransport: transport === 'http-batch',
+      });
+      const requestId = c.get('requestId' as never) as string;
+      const arrivedAt = Date.now();
+      return serveRpc(request, {
+        transports: ability.rpc.transports,
+        runtime: c.env,
+        ...(options.upgradeWebSocket !== undefined ? { upgrader: options.upgradeWebSocket } : {}),
+        createMain: () =>
+          new AbilityGateway({
+            ability,
+            service: resolved,
+            transport,
+            metadata,
+            ...(budgetMs !== undefined ? { callerDeadlineEndsAt: arrivedAt + budgetMs } : {}),
+            requestId,
+            context: c,
+            log: (event) => emit(c, event),
+          }),
+      });
+    });
+  }
+
+  app.notFound((c) =>
+    problemResponse({
+      status: 404,
+      code: 'internal',
+      detail: 'No such route',
+      retryable: false,
+      reason: 'not_found',
+      requestId: c.get('requestId' as never) as string,
+    })
+  );
+
+  return {
+    app,
+    fetch: (request, env, ctx) => app.fetch(request, env, ctx as never) as Promise<Response>,
+    discovery: () => structuredClone(document),
+  };
+}
