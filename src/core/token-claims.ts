@@ -1,0 +1,218 @@
+/**
+ * The closed claim set of a capability token: its shape rules and its mapping to the verified
+ * identity handed to ability handlers.
+ *
+ * The same reader guards both ends. The issuer runs it before signing, so it can never mint a
+ * token the verifier would refuse; the verifier runs it on the signed payload, so a malformed
+ * claim is refused rather than silently dropped. Members outside the closed set are left out of
+ * what the reader returns, which is how unknown claims are dropped.
+ *
+ * @module
+ */
+import type { CallerAccess, VerifiedIdentity } from './identity.ts';
+
+/** The claims of a capability token (the closed set; nothing else survives verification). */
+export interface CapabilityTokenClaims {
+  /** The control-plane issuer. */
+  iss: string;
+  /** Plain token: the calling service. Delegated token: the delegated principal id. */
+  sub: string;
+  /** The target service id (one string, matched exactly). */
+  aud: string;
+  /** Granted scopes. */
+  scp: string[];
+  /** Caller access class; absent reads as `plane`. */
+  spa?: CallerAccess;
+  /** The acting service of a delegated token (RFC 8693 actor semantics). */
+  act?: { sub: string };
+  /** Broker service id, on brokered (ingress) tokens. */
+  spb?: string;
+  /** Principal kind of a delegated subject (1..512 characters). */
+  spk?: string;
+  /** Organization id of a delegated subject. */
+  spo?: string;
+  /** Key confirmation: RFC 7638 SHA-256 thumbprint of the caller's public JWK. */
+  cnf?: { jkt: string };
+  /** Token id. */
+  jti: string;
+  /** Issued at (NumericDate, seconds). */
+  iat: number;
+  /** Not before (NumericDate, seconds). */
+  nbf: number;
+  /** Expiry (NumericDate, seconds). */
+  exp: number;
+}
+
+/** Longest principal kind (`spk`), in characters (Unicode code points). */
+export const MAX_PRINCIPAL_KIND_LENGTH = 512;
+
+/** Receives the reason a claim set is malformed; must throw. */
+export type ClaimProblemHandler = (problem: string) => never;
+
+const THUMBPRINT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+
+function own(record: Record<string, unknown>, name: string): unknown {
+  return Object.hasOwn(record, name) ? record[name] : undefined;
+}
+
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function requireText(value: unknown, name: string, fail: ClaimProblemHandler): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    fail(`claim "${name}" must be a non-empty string`);
+  }
+  return value;
+}
+
+function optionalText(value: unknown, name: string, fail: ClaimProblemHandler): string | undefined {
+  return value === undefined ? undefined : requireText(value, name, fail);
+}
+
+function requireNumericDate(value: unknown, name: string, fail: ClaimProblemHandler): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    fail(`claim "${name}" must be a positive integer NumericDate`);
+  }
+  return value;
+}
+
+function requireScopes(value: unknown, fail: ClaimProblemHandler): string[] {
+  if (!Array.isArray(value)) fail('claim "scp" must be an array of scope names');
+  const scopes: string[] = [];
+  for (const scope of value) {
+    if (typeof scope !== 'string' || scope.length === 0) {
+      fail('claim "scp" must contain only non-empty strings');
+    }
+    scopes.push(scope);
+  }
+  return scopes;
+}
+
+function optionalCallerAccess(value: unknown, fail: ClaimProblemHandler): CallerAccess | undefined {
+  if (value === undefined || value === 'service' || value === 'plane') return value;
+  fail('claim "spa" must be "service" or "plane"');
+}
+
+function optionalActor(value: unknown, fail: ClaimProblemHandler): { sub: string } | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlainRecord(value)) fail('claim "act" must be an object { sub }');
+  const members = Object.keys(value);
+  if (members.length !== 1 || members[0] !== 'sub') fail('claim "act" must carry exactly "sub"');
+  return { sub: requireText(value.sub, 'act.sub', fail) };
+}
+
+function codePointLength(text: string): number {
+  let length = 0;
+  for (const _ of text) length++;
+  return length;
+}
+
+function optionalPrincipalKind(value: unknown, fail: ClaimProblemHandler): string | undefined {
+  const kind = optionalText(value, 'spk', fail);
+  // UTF-16 length bounds the code-point count from above and at most doubles it.
+  if (
+    kind !== undefined && kind.length > MAX_PRINCIPAL_KIND_LENGTH &&
+    (kind.length > 2 * MAX_PRINCIPAL_KIND_LENGTH ||
+      codePointLength(kind) > MAX_PRINCIPAL_KIND_LENGTH)
+  ) {
+    fail(`claim "spk" must be at most ${MAX_PRINCIPAL_KIND_LENGTH} characters`);
+  }
+  return kind;
+}
+
+function optionalConfirmation(
+  value: unknown,
+  fail: ClaimProblemHandler,
+): { jkt: string } | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlainRecord(value)) fail('claim "cnf" must be an object { jkt }');
+  const members = Object.keys(value);
+  if (members.length !== 1 || members[0] !== 'jkt') fail('claim "cnf" must carry exactly "jkt"');
+  const jkt = value.jkt;
+  if (typeof jkt !== 'string' || !THUMBPRINT_PATTERN.test(jkt)) {
+    fail('claim "cnf.jkt" must be a base64url SHA-256 thumbprint');
+  }
+  return { jkt };
+}
+
+/**
+ * Reads and checks a claim set, returning a new object holding only the closed set.
+ *
+ * `value` is the parsed payload. JSON text with a duplicated member name parses to the last
+ * occurrence; this reader sees only that parsed value and the identity is built from what it
+ * returns, so the value checked is always the value reported.
+ *
+ * @param fail called with the problem when the claims are malformed; must throw.
+ */
+export function readCapabilityClaims(
+  value: unknown,
+  fail: ClaimProblemHandler,
+): CapabilityTokenClaims {
+  if (!isPlainRecord(value)) fail('the claim set must be a JSON object');
+  const iss = requireText(own(value, 'iss'), 'iss', fail);
+  const sub = requireText(own(value, 'sub'), 'sub', fail);
+  const aud = own(value, 'aud');
+  if (typeof aud !== 'string' || aud.length === 0) {
+    fail('claim "aud" must be one non-empty string (the target service id)');
+  }
+  const scp = requireScopes(own(value, 'scp'), fail);
+  const spa = optionalCallerAccess(own(value, 'spa'), fail);
+  const act = optionalActor(own(value, 'act'), fail);
+  const spb = optionalText(own(value, 'spb'), 'spb', fail);
+  const spk = optionalPrincipalKind(own(value, 'spk'), fail);
+  const spo = optionalText(own(value, 'spo'), 'spo', fail);
+  const cnf = optionalConfirmation(own(value, 'cnf'), fail);
+  const jti = requireText(own(value, 'jti'), 'jti', fail);
+  const iat = requireNumericDate(own(value, 'iat'), 'iat', fail);
+  const nbf = requireNumericDate(own(value, 'nbf'), 'nbf', fail);
+  const exp = requireNumericDate(own(value, 'exp'), 'exp', fail);
+  if (act === undefined && (spk !== undefined || spo !== undefined)) {
+    fail('claims "spk" and "spo" belong to delegated tokens only (no "act")');
+  }
+  if (act !== undefined && spa === 'service') {
+    fail('a delegated token (with "act") is always plane-class, never spa "service"');
+  }
+  // Fixed member order keeps the signed payload deterministic for the same claims.
+  const claims: CapabilityTokenClaims = { iss, sub, aud, scp, jti, iat, nbf, exp };
+  if (spa !== undefined) claims.spa = spa;
+  if (act !== undefined) claims.act = act;
+  if (spb !== undefined) claims.spb = spb;
+  if (spk !== undefined) claims.spk = spk;
+  if (spo !== undefined) claims.spo = spo;
+  if (cnf !== undefined) claims.cnf = cnf;
+  return claims;
+}
+
+/** Freezes a claim set read by {@link readCapabilityClaims}, including its nested members. */
+export function freezeCapabilityClaims(claims: CapabilityTokenClaims): CapabilityTokenClaims {
+  Object.freeze(claims.scp);
+  if (claims.act !== undefined) Object.freeze(claims.act);
+  if (claims.cnf !== undefined) Object.freeze(claims.cnf);
+  return Object.freeze(claims);
+}
+
+/**
+ * Maps verified claims to the identity given to handlers (contract "Verified identity"). Always
+ * returns a fresh object: the service adds `confirmation` to it after a proof verified, and a
+ * handler may hold on to it, so it must never be shared between verifications.
+ */
+export function identityFromClaims(claims: CapabilityTokenClaims): VerifiedIdentity {
+  const delegated = claims.act !== undefined;
+  const identity: VerifiedIdentity = {
+    serviceId: delegated ? claims.act!.sub : claims.sub,
+    audience: claims.aud,
+    scopes: [...claims.scp],
+    tokenId: claims.jti,
+    issuer: claims.iss,
+    expiresAt: new Date(claims.exp * 1000),
+    callerAccess: claims.spa ?? 'plane',
+  };
+  if (delegated) {
+    identity.subject = { id: claims.sub };
+    if (claims.spk !== undefined) identity.subject.kind = claims.spk;
+    if (claims.spo !== undefined) identity.subject.orgId = claims.spo;
+  }
+  if (claims.spb !== undefined) identity.brokerServiceId = claims.spb;
+  return identity;
+}
