@@ -1,0 +1,311 @@
+/**
+ * The control plane's signing authority: the configured `signingKeys` turned into the signer of
+ * new tokens, the published JWKS and a key set to verify the plane's own tokens with.
+ *
+ * Contract "Signing key entry" and Rotation r1: the first entry signs, position not age decides;
+ * every entry is published (public members only); kids are explicit and distinct. Keys are
+ * imported once per distinct configuration, never per token or per request.
+ *
+ * @module
+ */
+import { decodeBase64Url, encodeBase64Url } from '../core/base64url.ts';
+import {
+  type CapabilityKeySet,
+  capabilityKeySetFromImported,
+  type CapabilityPublicJwk,
+  importCapabilityKeys,
+} from '../core/capability-key-set.ts';
+import type { CapabilitySigner } from '../core/capability-token.ts';
+import { SvcConfigurationError } from '../core/errors.ts';
+
+/** One configured signing key: an explicit kid and its private P-256 key. */
+export interface SigningKeyEntry {
+  /** The key id published in the JWKS and put in the header of tokens this key signs. */
+  kid: string;
+  /** A private P-256 JWK (object or JSON text) or a PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`). */
+  secret: string | JsonWebKey;
+}
+
+/** The `signingKeys` option: a list, or a function of the environment returning one. */
+export type SigningKeysOption =
+  | SigningKeyEntry[]
+  | ((env: unknown) => SigningKeyEntry[] | Promise<SigningKeyEntry[]>);
+
+/** Signing material ready for use. */
+export interface SigningAuthority {
+  /** Signs every new token (the first entry). */
+  signer: CapabilitySigner;
+  /** The JWKS to publish: every entry's public key, in configuration order. */
+  jwks: { keys: CapabilityPublicJwk[] };
+  /** Verifies tokens signed by any configured entry. */
+  keySet: CapabilityKeySet;
+  /** The configured kids, in order (the first one signs). */
+  kids: string[];
+}
+
+/** Visible ASCII, at most 128 characters: safe in headers, logs and JSON without escaping. */
+const KID_PATTERN = /^[\x21-\x7e]{1,128}$/;
+const ES256_IMPORT = { name: 'ECDSA', namedCurve: 'P-256' } as const;
+const ES256 = { name: 'ECDSA', hash: 'SHA-256' } as const;
+const PKCS8_PEM = /^-----BEGIN PRIVATE KEY-----([A-Za-z0-9+/=\s]+)-----END PRIVATE KEY-----$/;
+const MAX_SIGNING_KEYS = 32;
+
+function refuse(message: string): never {
+  throw new SvcConfigurationError(message, { reason: 'invalid_signing_keys' });
+}
+
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function checkKid(kid: unknown, index: number): string {
+  if (typeof kid !== 'string' || kid.length === 0) {
+    refuse(`Capability signing key ${index} needs an explicit non-empty string kid`);
+  }
+  if (!KID_PATTERN.test(kid)) {
+    refuse(
+      `Capability signing key id ${JSON.stringify(kid)} must be 1..128 visible ASCII characters`,
+    );
+  }
+  return kid;
+}
+
+function checkEntries(entries: unknown): SigningKeyEntry[] {
+  if (!Array.isArray(entries) || entries.length === 0) {
+    refuse('signingKeys must list at least one { kid, secret } entry');
+  }
+  if (entries.length > MAX_SIGNING_KEYS) {
+    refuse(`signingKeys lists more than ${MAX_SIGNING_KEYS} keys`);
+  }
+  const seen = new Set<string>();
+  return entries.map((entry, index) => {
+    if (!isPlainRecord(entry)) refuse(`Capability signing key ${index} must be { kid, secret }`);
+    const kid = checkKid(entry.kid, index);
+    if (seen.has(kid)) refuse(`Duplicate capability signing key id: ${kid}`);
+    seen.add(kid);
+    const secret = entry.secret;
+    if (typeof secret !== 'string' && !isPlainRecord(secret)) {
+      refuse(`Capability signing key ${kid}: secret must be a private JWK or a PKCS#8 PEM`);
+    }
+    return { kid, secret: secret as string | JsonWebKey };
+  });
+}
+
+/** A private P-256 JWK reduced to the members that define the key. */
+interface PrivateEcJwk {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  d: string;
+}
+
+function requireKeyBytes(value: unknown, member: string, kid: string): string {
+  const bytes = typeof value === 'string' ? decodeBase64Url(value) : undefined;
+  if (bytes === undefined || bytes.length !== 32) {
+    refuse(`Capability signing key ${kid}: "${member}" must be 32 bytes of base64url`);
+  }
+  return value as string;
+}
+
+function checkPrivateJwk(jwk: Record<string, unknown>, kid: string): PrivateEcJwk {
+  if (jwk.kty !== 'EC' || jwk.crv !== 'P-256') {
+    refuse(`Capability signing key ${kid} must be an EC P-256 key (ES256)`);
+  }
+  if (jwk.d === undefined) refuse(`Capability signing key ${kid} is a public key: "d" is missing`);
+  if (jwk.kid !== undefined && jwk.kid !== kid) {
+    refuse(`Capability signing key ${kid}: the JWK's own kid ${JSON.stringify(jwk.kid)} disagrees`);
+  }
+  if (jwk.alg !== undefined && jwk.alg !== 'ES256') {
+    refuse(`Capability signing key ${kid}: the JWK's alg must be ES256`);
+  }
+  if (jwk.use !== undefined && jwk.use !== 'sig') {
+    refuse(`Capability signing key ${kid}: the JWK's use must be sig`);
+  }
+  return {
+    kty: 'EC',
+    crv: 'P-256',
+    x: requireKeyBytes(jwk.x, 'x', kid),
+    y: requireKeyBytes(jwk.y, 'y', kid),
+    d: requireKeyBytes(jwk.d, 'd', kid),
+  };
+}
+
+async function privateJwkFromPem(pem: string, kid: string): Promise<Record<string, unknown>> {
+  const match = PKCS8_PEM.exec(pem);
+  if (match === null) {
+    refuse(
+      `Capability signing key ${kid}: expected a PKCS#8 PEM (BEGIN PRIVATE KEY); convert an ` +
+        '"EC PRIVATE KEY" with: openssl pkcs8 -topk8 -nocrypt',
+    );
+  }
+  let der: Uint8Array<ArrayBuffer>;
+  try {
+    const binary = atob(match[1].replace(/\s+/g, ''));
+    der = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) der[i] = binary.charCodeAt(i);
+  } catch {
+    refuse(`Capability signing key ${kid}: the PEM body is not base64`);
+  }
+  try {
+    // Extractable only long enough to read the public coordinates; the key that signs is
+    // re-imported non-extractable from the JWK.
+    const key = await crypto.subtle.importKey('pkcs8', der, ES256_IMPORT, true, ['sign']);
+    return (await crypto.subtle.exportKey('jwk', key)) as Record<string, unknown>;
+  } catch {
+    refuse(`Capability signing key ${kid}: the PEM is not a P-256 EC private key`);
+  }
+}
+
+async function privateJwkFromSecret(
+  secret: string | JsonWebKey,
+  kid: string,
+): Promise<PrivateEcJwk> {
+  if (typeof secret !== 'string') return checkPrivateJwk(secret as Record<string, unknown>, kid);
+  const text = secret.trim();
+  if (text.startsWith('-----BEGIN')) {
+    return checkPrivateJwk(await privateJwkFromPem(text, kid), kid);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    refuse(`Capability signing key ${kid}: secret is neither JWK JSON nor a PKCS#8 PEM`);
+  }
+  if (!isPlainRecord(parsed)) refuse(`Capability signing key ${kid}: secret JSON is not a JWK`);
+  return checkPrivateJwk(parsed, kid);
+}
+
+// A private key whose d does not belong to its x, y would sign tokens nobody can verify.
+async function checkKeyPair(kid: string, privateKey: CryptoKey, publicJwk: PrivateEcJwk) {
+  const publicKey = await crypto.subtle.importKey(
+    'jwk',
+    { kty: 'EC', crv: 'P-256', x: publicJwk.x, y: publicJwk.y },
+    ES256_IMPORT,
+    false,
+    ['verify'],
+  );
+  const probe = new TextEncoder().encode(`svcplane signing key check ${kid}`);
+  const signature = await crypto.subtle.sign(ES256, privateKey, probe);
+  if (!(await crypto.subtle.verify(ES256, publicKey, signature, probe))) {
+    refuse(`Capability signing key ${kid}: "d" does not match the public coordinates`);
+  }
+}
+
+async function importSigningKey(entry: SigningKeyEntry): Promise<
+  CapabilitySigner & {
+    publicJwk: CapabilityPublicJwk;
+  }
+> {
+  const jwk = await privateJwkFromSecret(entry.secret, entry.kid);
+  let privateKey: CryptoKey;
+  try {
+    privateKey = await crypto.subtle.importKey('jwk', jwk, ES256_IMPORT, false, ['sign']);
+  } catch {
+    refuse(`Capability signing key ${entry.kid} is not a valid P-256 private key`);
+  }
+  await checkKeyPair(entry.kid, privateKey, jwk);
+  const publicJwk: CapabilityPublicJwk = Object.freeze({
+    kty: 'EC',
+    crv: 'P-256',
+    x: jwk.x,
+    y: jwk.y,
+    kid: entry.kid,
+    alg: 'ES256',
+    use: 'sig',
+  });
+  return { kid: entry.kid, privateKey, publicJwk };
+}
+
+/**
+ * Loads the signing keys: validates every entry, imports each key once, and returns the signer
+ * (first entry), the public JWKS (every entry; kty, crv, x, y, kid, alg, use only) and a key set.
+ * Throws `SvcConfigurationError` for an empty list, a missing, malformed or duplicate kid
+ * (`Duplicate capability signing key id: <kid>`), a key that is not a P-256 private key, or a JWK
+ * whose own kid disagrees with the entry's.
+ */
+export async function loadSigningAuthority(entries: SigningKeyEntry[]): Promise<SigningAuthority> {
+  const checked = checkEntries(entries);
+  const imported = await Promise.all(checked.map(importSigningKey));
+  const publicJwks = imported.map((key) => key.publicJwk);
+  const keySet = capabilityKeySetFromImported(await importCapabilityKeys(publicJwks));
+  const first = imported[0];
+  return {
+    signer: Object.freeze({ kid: first.kid, privateKey: first.privateKey }),
+    jwks: Object.freeze({ keys: Object.freeze(publicJwks) as CapabilityPublicJwk[] }),
+    keySet,
+    kids: checked.map((entry) => entry.kid),
+  };
+}
+
+const MAX_CACHED_AUTHORITIES = 16;
+const authoritiesByContent = new Map<string, Promise<SigningAuthority>>();
+
+function contentKey(entries: SigningKeyEntry[]): string {
+  return JSON.stringify(entries.map((entry) => [entry.kid, entry.secret]));
+}
+
+/**
+ * Resolves the `signingKeys` option for an environment. The authority is cached by the entries'
+ * content, so an option computed from `env` on every request imports its keys only the first
+ * time a given configuration is seen (and again only after the configuration changes).
+ */
+export async function signingAuthorityFromOption(
+  option: SigningKeysOption,
+  env: unknown,
+): Promise<SigningAuthority> {
+  let entries: unknown;
+  if (typeof option === 'function') entries = await option(env);
+  else if (Array.isArray(option)) entries = option;
+  else refuse('signingKeys must be a list of { kid, secret } or a function of env returning one');
+  const checked = checkEntries(entries);
+  const key = contentKey(checked);
+  let authority = authoritiesByContent.get(key);
+  if (authority === undefined) {
+    authority = loadSigningAuthority(checked);
+    if (authoritiesByContent.size >= MAX_CACHED_AUTHORITIES) {
+      authoritiesByContent.delete(authoritiesByContent.keys().next().value as string);
+    }
+    authoritiesByContent.set(key, authority);
+    const pending = authority;
+    pending.catch(() => {
+      if (authoritiesByContent.get(key) === pending) authoritiesByContent.delete(key);
+    });
+  }
+  return authority;
+}
+
+/** Options of {@link generateSigningKeyEntry}. */
+export interface GenerateSigningKeyOptions {
+  /** The kid to use; defaults to `k-<yyyymmdd>-<random>`. */
+  kid?: string;
+  /** `jwk` (default): secret is private JWK JSON text. `pem`: secret is a PKCS#8 PEM. */
+  format?: 'jwk' | 'pem';
+}
+
+function defaultKid(): string {
+  const day = new Date().toISOString().slice(0, 10).replaceAll('-', '');
+  const random = encodeBase64Url(crypto.getRandomValues(new Uint8Array(6)));
+  return `k-${day}-${random}`;
+}
+
+function pemFromPkcs8(der: ArrayBuffer): string {
+  let binary = '';
+  for (const byte of new Uint8Array(der)) binary += String.fromCharCode(byte);
+  const lines = btoa(binary).match(/.{1,64}/g) ?? [];
+  return ['-----BEGIN PRIVATE KEY-----', ...lines, '-----END PRIVATE KEY-----'].join('\n');
+}
+
+/** Generates a fresh P-256 signing key as a ready `signingKeys` entry. */
+export async function generateSigningKeyEntry(
+  options: GenerateSigningKeyOptions = {},
+): Promise<SigningKeyEntry & { secret: string }> {
+  const kid = checkKid(options.kid ?? defaultKid(), 0);
+  const pair = await crypto.subtle.generateKey(ES256_IMPORT, true, ['sign', 'verify']);
+  if (options.format === 'pem') {
+    return { kid, secret: pemFromPkcs8(await crypto.subtle.exportKey('pkcs8', pair.privateKey)) };
+  }
+  const jwk = await crypto.subtle.exportKey('jwk', pair.privateKey);
+  const secret = JSON.stringify({ kty: 'EC', crv: 'P-256', kid, x: jwk.x, y: jwk.y, d: jwk.d });
+  return { kid, secret };
+}

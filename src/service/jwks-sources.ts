@@ -1,0 +1,248 @@
+/**
+ * Where a service gets the control plane's verification keys: a JWKS URL, a Workers service
+ * binding to the plane, or a JWKS given inline.
+ *
+ * Remote sources cache the imported keys for `cacheTtlSeconds` (default 300) and collapse
+ * concurrent refreshes into one request. A failed fetch is never cached: every lookup after it
+ * tries again, and meanwhile fails closed with `SvcInternalError` (503, retryable, reason
+ * `jwks_unavailable`) instead of serving the previous keys, so a key removed for revocation
+ * cannot be kept alive by blocking the JWKS route. A kid missing from the cached set reads as
+ * unknown until the cache expires (contract Rotation r9): an unknown kid never triggers a fetch,
+ * so forged kids cannot be used to hammer the plane. No URL found inside a token is ever
+ * fetched: the source is fixed by configuration.
+ *
+ * @module
+ */
+import {
+  type CapabilityKeySet,
+  type CapabilityPublicJwk,
+  importCapabilityKeys,
+  type ImportedCapabilityKeys,
+  type JwksProblemHandler,
+  readCapabilityJwks,
+} from '../core/capability-key-set.ts';
+import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
+
+/** Default lifetime of a fetched JWKS on a service, in seconds. */
+export const DEFAULT_JWKS_CACHE_TTL_SECONDS = 300;
+/** A JWKS fetch that has not answered after this long fails (`jwks_unavailable`). */
+export const DEFAULT_JWKS_FETCH_TIMEOUT_MS = 5000;
+/** JWKS bodies larger than this are refused. */
+export const MAX_JWKS_BYTES = 256 * 1024;
+
+/** The path the control plane serves its JWKS on. */
+export const JWKS_PATH = '/.well-known/svc/jwks.json';
+
+/** Options shared by the remote JWKS sources. */
+export interface RemoteJwksOptions {
+  /** How long a fetched JWKS is used before it is fetched again (seconds, default 300). */
+  cacheTtlSeconds?: number;
+  /** How long one fetch may take (milliseconds, default 5000). */
+  fetchTimeoutMs?: number;
+}
+
+/** Options of {@link jwksFromUrl}. */
+export interface JwksFromUrlOptions extends RemoteJwksOptions {
+  /** The fetch implementation (defaults to the global `fetch`). */
+  fetch?: typeof fetch;
+}
+
+/** Options of {@link jwksFromServiceBinding}. */
+export interface JwksFromServiceBindingOptions extends RemoteJwksOptions {
+  /** The URL put on the request sent through the binding (its host is not resolved). */
+  url?: string;
+}
+
+/** A Workers service binding (or anything with a `fetch(Request)`) reaching the plane. */
+export interface JwksServiceBinding {
+  fetch(request: Request): Promise<Response>;
+}
+
+function unavailable(message: string): SvcInternalError {
+  return new SvcInternalError(message, { reason: 'jwks_unavailable', status: 503 });
+}
+
+const refuseFetchedJwks: JwksProblemHandler = (problem) => {
+  throw unavailable(`The control-plane JWKS is unusable: ${problem}`);
+};
+
+function resolveCacheTtlMs(value: unknown, label: string): number {
+  if (value === undefined) return DEFAULT_JWKS_CACHE_TTL_SECONDS * 1000;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new SvcConfigurationError(`${label}: cacheTtlSeconds must be a non-negative number`);
+  }
+  return value * 1000;
+}
+
+function resolveFetchTimeoutMs(value: unknown, label: string): number {
+  if (value === undefined) return DEFAULT_JWKS_FETCH_TIMEOUT_MS;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+    throw new SvcConfigurationError(`${label}: fetchTimeoutMs must be a positive integer`);
+  }
+  return value;
+}
+
+async function readBoundedText(response: Response): Promise<string> {
+  const declared = Number(response.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > MAX_JWKS_BYTES) {
+    await response.body?.cancel();
+    throw unavailable('The control-plane JWKS is too large');
+  }
+  if (response.body === null) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_JWKS_BYTES) {
+      await reader.cancel();
+      throw unavailable('The control-plane JWKS is too large');
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+type JwksFetcher = (signal: AbortSignal) => Promise<Response>;
+
+async function fetchJwks(fetcher: JwksFetcher, timeoutMs: number): Promise<CapabilityPublicJwk[]> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  try {
+    const response = await fetcher(controller.signal);
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw unavailable(`The control-plane JWKS answered HTTP ${response.status}`);
+    }
+    let jwks: unknown;
+    try {
+      jwks = JSON.parse(await readBoundedText(response));
+    } catch (error) {
+      if (hasSvcErrorShape(error)) throw error;
+      throw unavailable('The control-plane JWKS is not JSON');
+    }
+    return readCapabilityJwks(jwks, refuseFetchedJwks);
+  } catch (error) {
+    if (hasSvcErrorShape(error)) throw error;
+    throw unavailable('The control-plane JWKS could not be fetched');
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * A key set refreshed from a fetcher: cached for a TTL, one refresh at a time, failures not
+ * remembered. Keys unchanged across refreshes keep their `CryptoKey` objects.
+ */
+function cachedRemoteKeySet(
+  fetcher: JwksFetcher,
+  ttlMs: number,
+  timeoutMs: number,
+): CapabilityKeySet {
+  let current: { keys: ImportedCapabilityKeys; expiresAt: number } | undefined;
+  let refreshing: Promise<ImportedCapabilityKeys> | undefined;
+
+  const refresh = (): Promise<ImportedCapabilityKeys> => {
+    refreshing ??= (async () => {
+      try {
+        const jwks = await fetchJwks(fetcher, timeoutMs);
+        const keys = await importCapabilityKeys(jwks, current?.keys, refuseFetchedJwks);
+        current = { keys, expiresAt: Date.now() + ttlMs };
+        return keys;
+      } finally {
+        refreshing = undefined;
+      }
+    })();
+    return refreshing;
+  };
+
+  return {
+    async getKey(kid: string): Promise<CryptoKey | undefined> {
+      const keys = current !== undefined && Date.now() < current.expiresAt
+        ? current.keys
+        : await refresh();
+      return keys.get(kid)?.key;
+    },
+  };
+}
+
+/**
+ * Verification keys fetched from the control plane's JWKS URL
+ * (`https://<plane>/.well-known/svc/jwks.json`).
+ */
+export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {}): CapabilityKeySet {
+  const label = 'jwksFromUrl';
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    throw new SvcConfigurationError(`${label}: ${JSON.stringify(String(url))} is not a URL`);
+  }
+  if (target.protocol !== 'https:' && target.protocol !== 'http:') {
+    throw new SvcConfigurationError(`${label}: the JWKS URL must be http(s)`);
+  }
+  const fetchImpl = options.fetch ?? globalThis.fetch;
+  if (typeof fetchImpl !== 'function') {
+    throw new SvcConfigurationError(`${label}: no fetch implementation available`);
+  }
+  const href = target.href;
+  return cachedRemoteKeySet(
+    (signal) => fetchImpl(href, { headers: { accept: 'application/json' }, signal }),
+    resolveCacheTtlMs(options.cacheTtlSeconds, label),
+    resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
+  );
+}
+
+/**
+ * Verification keys fetched through a Workers service binding to the control plane. The request
+ * URL defaults to `https://control-plane/.well-known/svc/jwks.json`; the binding routes it
+ * without resolving the host.
+ */
+export function jwksFromServiceBinding(
+  binding: JwksServiceBinding,
+  options: JwksFromServiceBindingOptions = {},
+): CapabilityKeySet {
+  const label = 'jwksFromServiceBinding';
+  if (binding === null || typeof binding !== 'object' || typeof binding.fetch !== 'function') {
+    throw new SvcConfigurationError(`${label}: a binding with fetch(request) is required`);
+  }
+  const url = options.url ?? `https://control-plane${JWKS_PATH}`;
+  try {
+    new URL(url);
+  } catch {
+    throw new SvcConfigurationError(`${label}: url ${JSON.stringify(url)} is not a URL`);
+  }
+  return cachedRemoteKeySet(
+    (signal) =>
+      binding.fetch(new Request(url, { headers: { accept: 'application/json' }, signal })),
+    resolveCacheTtlMs(options.cacheTtlSeconds, label),
+    resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
+  );
+}
+
+/**
+ * Verification keys from a JWKS given inline. The JWKS is checked now (a bad one throws
+ * `SvcConfigurationError` at once); keys are imported once, on first use.
+ */
+export function staticJwks(jwks: unknown): CapabilityKeySet {
+  const accepted = readCapabilityJwks(jwks);
+  let imported: ImportedCapabilityKeys | undefined;
+  let importing: Promise<ImportedCapabilityKeys> | undefined;
+  return {
+    async getKey(kid: string): Promise<CryptoKey | undefined> {
+      if (imported === undefined) {
+        importing ??= importCapabilityKeys(accepted);
+        imported = await importing;
+      }
+      return imported.get(kid)?.key;
+    },
+  };
+}
