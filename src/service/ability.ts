@@ -1,0 +1,324 @@
+/**
+ * Ability definitions: a named group of methods, the scopes and access class they require, the
+ * RPC route and transports that serve them, and the factory that builds a handler per call.
+ * Everything is checked when the service is defined; the result is frozen.
+ *
+ * @module
+ */
+import type { ConnInfo } from '../core/conn-info.ts';
+import { SvcConfigurationError } from '../core/errors.ts';
+import type { VerifiedIdentity } from '../core/identity.ts';
+import { isAbilityId, methodNameProblem, rpcPathProblem } from './identifiers.ts';
+import { checkMethodDefinition, checkScopeList, type MethodDefinition } from './method.ts';
+import { restRouteKey } from './rest-path.ts';
+import type { AbilityHandlerObject } from './types.ts';
+
+/** Who may see an ability through the plane's public front doors. */
+export type AbilityExposure = 'private' | 'published';
+
+/** Which callers may reach an ability: `service` admits only callers proven to be services. */
+export type AbilityAccess = 'plane' | 'service';
+
+/** An RPC transport an ability can be served over. */
+export type AbilityTransport = 'http-batch' | 'websocket' | 'cloudflare-binding-rpc';
+
+/** The transports an ability may enable. */
+export const ABILITY_TRANSPORTS: readonly AbilityTransport[] = Object.freeze([
+  'http-batch',
+  'websocket',
+  'cloudflare-binding-rpc',
+]);
+
+/** The methods of an ability, by name. */
+// deno-lint-ignore no-explicit-any
+export type AbilityMethods = Record<string, MethodDefinition<any, any, any>>;
+
+/** What a handler factory receives, once per call, after every check passed. */
+export interface HandlerFactoryInput {
+  /** Runtime access: the request context and environment bindings. */
+  context: unknown;
+  /** The caller, as verified from its capability token. */
+  identity: VerifiedIdentity;
+  /** Advisory connection info; present only for brokered tokens at an ingress service. */
+  connInfo?: ConnInfo;
+  /** Aborted when the call's deadline passes (unary) or the consumer cancels (stream). */
+  signal: AbortSignal;
+  /**
+   * Milliseconds left before the call's deadline: `0` once it is gone, `undefined` when the
+   * call is unbounded. For a unary method the deadline is the earlier of the method ceiling and
+   * the caller's budget; a streaming method reports the caller's budget only.
+   */
+  remainingTimeoutMs(): number | undefined;
+  /** The caller's idempotency key, forwarded as received; the system never deduplicates. */
+  idempotencyKey?: string;
+  /** The request id of the call. */
+  requestId?: string;
+}
+
+/** What {@link defineAbility} accepts. */
+export interface AbilityOptions<M extends AbilityMethods> {
+  /** `<service>.<name>`: two non-empty parts of ASCII letters, digits, `-`, `_`, one dot. */
+  id: string;
+  title?: string;
+  description?: string;
+  /** Default `private`. */
+  exposure?: AbilityExposure;
+  /** Default `plane`. */
+  access?: AbilityAccess;
+  /** Ability-level scopes, required for every method. */
+  scopes?: string[];
+  /** Method definitions by name (from `abilityMethod`). */
+  methods: M;
+  /** Default `{ path: '/rpc/<id>', transports: ['http-batch'] }`. */
+  rpc?: { path?: string; transports?: AbilityTransport[] };
+  /** Builds the handler object for one call; `this` in each method is that object. */
+  handler: (input: HandlerFactoryInput) => NoInfer<AbilityHandlerObject<M>>;
+}
+
+/** A validated, frozen ability definition with defaults applied. */
+export interface AbilityDefinition<M extends AbilityMethods = AbilityMethods> {
+  readonly id: string;
+  readonly title?: string;
+  readonly description?: string;
+  readonly exposure: AbilityExposure;
+  readonly access: AbilityAccess;
+  readonly scopes: readonly string[];
+  readonly methods: Readonly<M>;
+  readonly rpc: { readonly path: string; readonly transports: readonly AbilityTransport[] };
+  readonly handler: (input: HandlerFactoryInput) => AbilityHandlerObject<M>;
+}
+
+const ALLOWED_KEYS: ReadonlySet<string> = new Set([
+  'id',
+  'title',
+  'description',
+  'exposure',
+  'access',
+  'scopes',
+  'methods',
+  'rpc',
+  'handler',
+]);
+
+const definedAbilities = new WeakSet<object>();
+
+/** Whether a value is an ability definition produced by {@link defineAbility}. */
+export function isDefinedAbility(value: unknown): value is AbilityDefinition {
+  return value !== null && typeof value === 'object' && definedAbilities.has(value);
+}
+
+const SESSION_TRANSPORTS: ReadonlySet<AbilityTransport> = new Set([
+  'websocket',
+  'cloudflare-binding-rpc',
+]);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+function refuse(label: string, field: string, problem: string, reason = 'invalid_ability'): never {
+  throw new SvcConfigurationError(`${label}: ${field} ${problem}`, { reason });
+}
+
+function checkId(id: unknown): string {
+  if (!isAbilityId(id)) {
+    const shown = typeof id === 'string' ? JSON.stringify(id) : typeof id;
+    refuse(
+      `defineAbility(${shown})`,
+      'id',
+      'must be `<service>.<name>`: two non-empty parts of ASCII letters, digits, `-` or `_` ' +
+        'joined by exactly one dot',
+    );
+  }
+  return id;
+}
+
+function checkOneOf<T extends string>(
+  value: unknown,
+  allowed: readonly T[],
+  fallback: T,
+  label: string,
+  field: string,
+): T {
+  if (value === undefined) return fallback;
+  if (!(allowed as readonly unknown[]).includes(value)) {
+    refuse(label, field, `must be one of ${allowed.join(', ')}`);
+  }
+  return value as T;
+}
+
+function checkOptionalText(value: unknown, label: string, field: string): string | undefined {
+  if (value !== undefined && typeof value !== 'string') refuse(label, field, 'must be a string');
+  return value as string | undefined;
+}
+
+function checkMethods(value: unknown, label: string): Record<string, MethodDefinition> {
+  if (!isPlainObject(value)) {
+    return refuse(label, 'methods', 'must be an object of method definitions');
+  }
+  const names = Object.keys(value);
+  if (names.length === 0) refuse(label, 'methods', 'must declare at least one method');
+  const methods: Record<string, MethodDefinition> = {};
+  for (const name of names) {
+    const problem = methodNameProblem(name);
+    if (problem !== undefined) refuse(label, `method name ${JSON.stringify(name)}`, problem);
+    // Methods built without abilityMethod get the same checks, with the method named.
+    methods[name] = checkMethodDefinition(value[name], `${label} method "${name}"`);
+  }
+  return Object.freeze(methods);
+}
+
+function checkTransports(value: unknown, label: string): readonly AbilityTransport[] {
+  if (value === undefined) return Object.freeze(['http-batch'] as AbilityTransport[]);
+  if (!Array.isArray(value) || value.length === 0) {
+    refuse(
+      label,
+      'rpc.transports',
+      `must be a non-empty array of ${ABILITY_TRANSPORTS.join(', ')}`,
+    );
+  }
+  for (const transport of value) {
+    if (!(ABILITY_TRANSPORTS as readonly unknown[]).includes(transport)) {
+      refuse(label, 'rpc.transports', `entry ${JSON.stringify(transport)} is not a transport`);
+    }
+  }
+  return Object.freeze([...new Set(value as AbilityTransport[])]);
+}
+
+function checkRpc(value: unknown, id: string, label: string): AbilityDefinition['rpc'] {
+  if (value !== undefined && !isPlainObject(value)) {
+    refuse(label, 'rpc', 'must be an object { path?, transports? }');
+  }
+  const rpc = (value ?? {}) as Record<string, unknown>;
+  for (const key of Object.keys(rpc)) {
+    if (key !== 'path' && key !== 'transports') refuse(label, `rpc.${key}`, 'is not an rpc field');
+  }
+  const path = rpc.path ?? `/rpc/${id}`;
+  const problem = rpcPathProblem(path);
+  if (problem !== undefined) refuse(label, 'rpc.path', problem);
+  return Object.freeze({
+    path: path as string,
+    transports: checkTransports(rpc.transports, label),
+  });
+}
+
+function checkStreamingTransports(
+  methods: Record<string, MethodDefinition>,
+  transports: readonly AbilityTransport[],
+  label: string,
+): void {
+  if (transports.some((transport) => SESSION_TRANSPORTS.has(transport))) return;
+  const streaming = Object.keys(methods).find((name) => methods[name].stream);
+  if (streaming !== undefined) {
+    refuse(
+      label,
+      `method "${streaming}"`,
+      'streams, so rpc.transports must enable `websocket` or `cloudflare-binding-rpc`',
+    );
+  }
+}
+
+/**
+ * Defines an ability. Applies the defaults (exposure `private`, access `plane`, rpc.path
+ * `/rpc/<id>`, transports `['http-batch']`) and refuses, with a `SvcConfigurationError` naming
+ * the ability, method and field: a malformed id, unknown fields, invalid enum values or scope
+ * names, no methods, a method name that could not be reached over RPC (`authenticate`, `then`,
+ * `constructor`, anything on `Object.prototype`...), an invalid method definition, an rpc.path
+ * not starting with `/`, and a streaming method without a session transport.
+ */
+export function defineAbility<M extends AbilityMethods>(
+  definition: AbilityOptions<M>,
+): AbilityDefinition<M> {
+  if (!isPlainObject(definition)) refuse('defineAbility', 'definition', 'must be an object');
+  const id = checkId(definition.id);
+  const label = `defineAbility(${id})`;
+  for (const key of Object.keys(definition)) {
+    if (!ALLOWED_KEYS.has(key)) refuse(label, key, 'is not an ability definition field');
+  }
+  if (typeof definition.handler !== 'function') {
+    refuse(label, 'handler', 'must be a factory function');
+  }
+  const methods = checkMethods(definition.methods, label);
+  const rpc = checkRpc(definition.rpc, id, label);
+  checkStreamingTransports(methods, rpc.transports, label);
+  const title = checkOptionalText(definition.title, label, 'title');
+  const description = checkOptionalText(definition.description, label, 'description');
+  const ability: AbilityDefinition<M> = Object.freeze({
+    id,
+    ...(title !== undefined ? { title } : {}),
+    ...(description !== undefined ? { description } : {}),
+    exposure: checkOneOf(
+      definition.exposure,
+      ['private', 'published'],
+      'private',
+      label,
+      'exposure',
+    ),
+    access: checkOneOf(definition.access, ['plane', 'service'], 'plane', label, 'access'),
+    scopes: checkScopeList(definition.scopes, label, 'scopes'),
+    methods: methods as Readonly<M>,
+    rpc,
+    handler: definition.handler as AbilityDefinition<M>['handler'],
+  });
+  definedAbilities.add(ability);
+  return ability;
+}
+
+function claimUnique(seen: Map<string, string>, key: string, owner: string, what: string): void {
+  const previous = seen.get(key);
+  if (previous !== undefined) {
+    throw new SvcConfigurationError(
+      `${what} is declared twice: by ${previous} and by ${owner}`,
+      { reason: 'duplicate_projection' },
+    );
+  }
+  seen.set(key, owner);
+}
+
+/**
+ * Checks that the abilities of one service can be served side by side: ability ids unique and
+ * prefixed `<serviceId>.`, RPC paths unique, REST routes unique (method and path, variable names
+ * ignored), MCP tool names unique. Throws `SvcConfigurationError` naming both owners.
+ */
+export function assertUniqueProjections(
+  abilities: readonly AbilityDefinition[],
+  serviceId: string,
+): void {
+  const ids = new Map<string, string>();
+  const rpcPaths = new Map<string, string>();
+  const restRoutes = new Map<string, string>();
+  const mcpNames = new Map<string, string>();
+  for (const ability of abilities) {
+    if (!ability.id.startsWith(`${serviceId}.`)) {
+      throw new SvcConfigurationError(
+        `ability ${ability.id} does not belong to service ${serviceId}: its id must start with ` +
+          `"${serviceId}."`,
+        { reason: 'ability_service_mismatch' },
+      );
+    }
+    claimUnique(ids, ability.id, `ability ${ability.id}`, `ability id ${ability.id}`);
+    claimUnique(
+      rpcPaths,
+      ability.rpc.path,
+      `ability ${ability.id}`,
+      `rpc path ${ability.rpc.path}`,
+    );
+    for (const [name, method] of Object.entries(ability.methods)) {
+      const owner = `${ability.id} method "${name}"`;
+      if (method.rest !== undefined) {
+        const route = `${method.rest.method.toUpperCase()} ${method.rest.path}`;
+        claimUnique(
+          restRoutes,
+          restRouteKey(method.rest.method, method.rest.path),
+          owner,
+          `REST route ${route}`,
+        );
+      }
+      if (method.mcp !== undefined) {
+        claimUnique(mcpNames, method.mcp.name, owner, `MCP tool name ${method.mcp.name}`);
+      }
+    }
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * The capability catalog a service publishes: the scopes it understands, each with an optional
+ * description, and optionally the service id it belongs to (the plane refuses a discovery
+ * document whose catalog names another service).
+ *
+ * @module
+ */
+import { SvcConfigurationError } from '../core/errors.ts';
+import { scopeNameProblem } from './identifiers.ts';
+
+/** One scope of a capability catalog. */
+export interface CapabilityScope {
+  /** Human-readable description of what the scope allows. */
+  readonly description?: string;
+}
+
+/** A validated, frozen capability catalog. */
+export interface CapabilityCatalog {
+  /** The service this catalog belongs to; must equal the service id when present. */
+  readonly serviceId?: string;
+  /** Scope names mapped to their descriptions. */
+  readonly scopes?: Readonly<Record<string, CapabilityScope>>;
+}
+
+/** What {@link defineCapabilities} accepts. */
+export interface CapabilityCatalogOptions {
+  serviceId?: string;
+  scopes?: Record<string, { description?: string }>;
+}
+
+function refuse(field: string, problem: string): never {
+  throw new SvcConfigurationError(`defineCapabilities: ${field} ${problem}`, {
+    reason: 'invalid_capabilities',
+  });
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+function checkScope(name: string, value: unknown): CapabilityScope {
+  const problem = scopeNameProblem(name);
+  if (problem !== undefined) refuse(`scope ${JSON.stringify(name)}`, problem);
+  if (!isPlainObject(value)) refuse(`scopes[${JSON.stringify(name)}]`, 'must be an object');
+  for (const key of Object.keys(value)) {
+    if (key !== 'description') {
+      refuse(`scopes[${JSON.stringify(name)}].${key}`, 'is not a scope field');
+    }
+  }
+  if (value.description !== undefined && typeof value.description !== 'string') {
+    refuse(`scopes[${JSON.stringify(name)}].description`, 'must be a string');
+  }
+  return Object.freeze(value.description !== undefined ? { description: value.description } : {});
+}
+
+function checkScopes(value: unknown): Readonly<Record<string, CapabilityScope>> {
+  if (!isPlainObject(value)) refuse('scopes', 'must be an object mapping scope names');
+  const scopes: Record<string, CapabilityScope> = Object.create(null);
+  for (const [name, scope] of Object.entries(value)) scopes[name] = checkScope(name, scope);
+  return Object.freeze(scopes);
+}
+
+/**
+ * Validates a capability catalog and returns a frozen copy. Scope names must be non-empty and
+ * free of whitespace and control characters; `serviceId`, when present, a non-empty string.
+ * Unknown fields are refused so a misspelt field cannot silently publish nothing.
+ */
+export function defineCapabilities(catalog: CapabilityCatalogOptions): CapabilityCatalog {
+  if (!isPlainObject(catalog)) refuse('catalog', 'must be an object { serviceId?, scopes? }');
+  for (const key of Object.keys(catalog)) {
+    if (key !== 'serviceId' && key !== 'scopes') refuse(key, 'is not a catalog field');
+  }
+  if (
+    catalog.serviceId !== undefined &&
+    (typeof catalog.serviceId !== 'string' || catalog.serviceId.length === 0)
+  ) {
+    refuse('serviceId', 'must be a non-empty string');
+  }
+  return Object.freeze({
+    ...(catalog.serviceId !== undefined ? { serviceId: catalog.serviceId } : {}),
+    ...(catalog.scopes !== undefined ? { scopes: checkScopes(catalog.scopes) } : {}),
+  });
+}

@@ -1,0 +1,287 @@
+/**
+ * Method definitions: one input schema, one output schema (per item for streams), scopes and the
+ * optional REST / MCP projections. Every rule that can be checked without running the method is
+ * checked here, when the service is defined, so a broken definition never reaches a caller.
+ *
+ * @module
+ */
+import { validateMethodTimeoutMs } from '../core/deadline.ts';
+import { SvcConfigurationError } from '../core/errors.ts';
+import {
+  type JsonSchema,
+  jsonSchemaOf,
+  schemaContractProblem,
+  type SvcSchema,
+} from '../core/schema.ts';
+import { MCP_TOOL_NAME_PATTERN, scopeNameProblem } from './identifiers.ts';
+import {
+  parseRestPath,
+  REST_METHODS,
+  type RestMethod,
+  topLevelInputFields,
+  variableMissingFromInput,
+} from './rest-path.ts';
+
+/** A method's REST projection as declared. */
+export interface RestProjectionOptions {
+  /** HTTP method; `query` is HTTP QUERY (parameters in the body, safe and idempotent). */
+  method: RestMethod;
+  /** Path template; each `{name}` must be a top-level input field. */
+  path: string;
+  /** Successful 2xx status (default 200). */
+  status?: number;
+}
+
+/** A method's REST projection after validation (status filled in). */
+export interface RestProjection {
+  readonly method: RestMethod;
+  readonly path: string;
+  readonly status: number;
+}
+
+/** A method's MCP tool projection. */
+export interface McpProjection {
+  /** Tool name, `/^[A-Za-z0-9_.-]{1,128}$/`. */
+  readonly name: string;
+  /** Tool description shown to MCP clients. */
+  readonly description: string;
+}
+
+/** What {@link abilityMethod} accepts. `S` is `true` for a streaming method. */
+export interface MethodOptions<
+  I extends SvcSchema,
+  O extends SvcSchema,
+  S extends true | undefined = undefined,
+> {
+  /** Schema of the single input object. */
+  input: I;
+  /** Schema of the result, or of each item for a streaming method. */
+  output: O;
+  /** Scopes the caller's token must carry, on top of the ability's scopes. */
+  scopes?: string[];
+  /** REST projection (not for streaming methods, REST r6). */
+  rest?: RestProjectionOptions;
+  /** MCP tool projection. */
+  mcp?: { name: string; description: string };
+  /** Repeating the call with the same input cannot double its effect. */
+  idempotent?: true;
+  /** The method yields many items. */
+  stream?: S;
+  /** Per-method ceiling in ms; `0` opts out. Not allowed (other than `0`) on streams. */
+  timeoutMs?: number;
+  /** Human-readable description. */
+  description?: string;
+}
+
+/** A validated, frozen method definition. `S` is `true` for a streaming method. */
+export interface MethodDefinition<
+  I extends SvcSchema = SvcSchema,
+  O extends SvcSchema = SvcSchema,
+  S extends boolean = boolean,
+> {
+  readonly input: I;
+  readonly output: O;
+  /** Method-level scopes (ability-level scopes are kept on the ability). */
+  readonly scopes: readonly string[];
+  readonly rest?: RestProjection;
+  readonly mcp?: McpProjection;
+  /** `true` only when the definition was marked idempotent. */
+  readonly idempotent: boolean;
+  /** `true` for a streaming method. */
+  readonly stream: S;
+  /** The declared ceiling (`0` = none); absent when the service-wide ceiling applies. */
+  readonly timeoutMs?: number;
+  readonly description?: string;
+}
+
+/** Both JSON Schema projections of a method, computed once when it is defined. */
+export interface MethodJsonSchemas {
+  /** JSON Schema (draft 2020-12) of the input object. */
+  input: JsonSchema;
+  /** JSON Schema (draft 2020-12) of the output (of one item for a streaming method). */
+  output: JsonSchema;
+}
+
+const ALLOWED_KEYS: ReadonlySet<string> = new Set([
+  'input',
+  'output',
+  'scopes',
+  'rest',
+  'mcp',
+  'idempotent',
+  'stream',
+  'timeoutMs',
+  'description',
+]);
+
+const jsonSchemasByMethod = new WeakMap<MethodDefinition, MethodJsonSchemas>();
+
+function refuse(label: string, field: string, problem: string): never {
+  throw new SvcConfigurationError(`${label}: ${field} ${problem}`, { reason: 'invalid_method' });
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+function checkSchema(schema: unknown, label: string, field: 'input' | 'output'): SvcSchema {
+  const problem = schemaContractProblem(schema);
+  if (problem !== undefined) refuse(label, field, problem);
+  return schema as SvcSchema;
+}
+
+function projectJsonSchema(schema: SvcSchema, label: string, side: 'input' | 'output'): JsonSchema {
+  try {
+    return jsonSchemaOf(schema, side);
+  } catch (error) {
+    const detail = error instanceof Error ? error.message : String(error);
+    return refuse(label, side, `cannot be projected to JSON Schema draft 2020-12: ${detail}`);
+  }
+}
+
+/** Validates a list of scope names and returns a frozen, de-duplicated copy. */
+export function checkScopeList(value: unknown, label: string, field: string): readonly string[] {
+  if (value === undefined) return Object.freeze([]);
+  if (!Array.isArray(value)) refuse(label, field, 'must be an array of scope names');
+  for (const scope of value) {
+    const problem = scopeNameProblem(scope);
+    if (problem !== undefined) refuse(label, field, `entry ${JSON.stringify(scope)} ${problem}`);
+  }
+  return Object.freeze([...new Set(value as string[])]);
+}
+
+function checkOptionalText(value: unknown, label: string, field: string): string | undefined {
+  if (value !== undefined && typeof value !== 'string') refuse(label, field, 'must be a string');
+  return value as string | undefined;
+}
+
+function checkTrueFlag(value: unknown, label: string, field: string): boolean {
+  if (value !== undefined && value !== true) refuse(label, field, 'must be `true` when present');
+  return value === true;
+}
+
+function checkRest(value: unknown, label: string, inputJsonSchema: JsonSchema): RestProjection {
+  if (!isPlainObject(value)) {
+    return refuse(label, 'rest', 'must be an object { method, path, status? }');
+  }
+  if (!(REST_METHODS as readonly unknown[]).includes(value.method)) {
+    refuse(label, 'rest.method', `must be one of ${REST_METHODS.join(', ')}`);
+  }
+  const template = parseRestPath(value.path);
+  if (typeof template === 'string') refuse(label, 'rest.path', template);
+  const missing = variableMissingFromInput(
+    template.variables,
+    topLevelInputFields(inputJsonSchema),
+  );
+  if (missing !== undefined) {
+    refuse(label, 'rest.path', `variable {${missing}} is not a top-level input field`);
+  }
+  const status = value.status ?? 200;
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 200 || status > 299) {
+    refuse(label, 'rest.status', 'must be an integer from 200 to 299');
+  }
+  return Object.freeze({ method: value.method as RestMethod, path: value.path as string, status });
+}
+
+function checkMcp(value: unknown, label: string): McpProjection {
+  if (!isPlainObject(value)) return refuse(label, 'mcp', 'must be an object { name, description }');
+  if (typeof value.name !== 'string' || !MCP_TOOL_NAME_PATTERN.test(value.name)) {
+    refuse(label, 'mcp.name', 'must be 1 to 128 ASCII letters, digits, `_`, `.` or `-`');
+  }
+  if (typeof value.description !== 'string') refuse(label, 'mcp.description', 'must be a string');
+  return Object.freeze({ name: value.name as string, description: value.description as string });
+}
+
+function checkStreamTimeout(timeoutMs: number | undefined, label: string): void {
+  if (timeoutMs !== undefined && timeoutMs !== 0) {
+    refuse(
+      label,
+      'timeoutMs',
+      'must be absent or 0 on a streaming method (a stream has no ceiling)',
+    );
+  }
+}
+
+/**
+ * Checks a method definition and returns its frozen, normalised form. `label` prefixes every
+ * error message, so a caller that knows the ability and method name can say so.
+ */
+export function checkMethodDefinition(definition: unknown, label: string): MethodDefinition {
+  if (isRegisteredMethod(definition)) return definition;
+  if (!isPlainObject(definition)) refuse(label, 'definition', 'must be an object');
+  for (const key of Object.keys(definition)) {
+    if (!ALLOWED_KEYS.has(key)) refuse(label, key, 'is not a method definition field');
+  }
+  const input = checkSchema(definition.input, label, 'input');
+  const output = checkSchema(definition.output, label, 'output');
+  const jsonSchemas: MethodJsonSchemas = {
+    input: projectJsonSchema(input, label, 'input'),
+    output: projectJsonSchema(output, label, 'output'),
+  };
+  const stream = checkTrueFlag(definition.stream, label, 'stream');
+  const idempotent = checkTrueFlag(definition.idempotent, label, 'idempotent');
+  const timeoutMs = validateMethodTimeoutMs(definition.timeoutMs, label);
+  if (stream) checkStreamTimeout(timeoutMs, label);
+  if (stream && definition.rest !== undefined) {
+    refuse(label, 'rest', 'cannot be declared on a streaming method (REST r6)');
+  }
+  const rest = definition.rest === undefined
+    ? undefined
+    : checkRest(definition.rest, label, jsonSchemas.input);
+  const mcp = definition.mcp === undefined ? undefined : checkMcp(definition.mcp, label);
+  const description = checkOptionalText(definition.description, label, 'description');
+  const checked: MethodDefinition = Object.freeze({
+    input,
+    output,
+    scopes: checkScopeList(definition.scopes, label, 'scopes'),
+    ...(rest !== undefined ? { rest } : {}),
+    ...(mcp !== undefined ? { mcp } : {}),
+    idempotent,
+    stream,
+    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+    ...(description !== undefined ? { description } : {}),
+  });
+  jsonSchemasByMethod.set(checked, jsonSchemas);
+  return checked;
+}
+
+/** Whether a value is a method definition produced by {@link abilityMethod}. */
+export function isRegisteredMethod(value: unknown): value is MethodDefinition {
+  return value !== null && typeof value === 'object' &&
+    jsonSchemasByMethod.has(value as MethodDefinition);
+}
+
+/**
+ * The JSON Schemas of a checked method (a fresh copy each time, so a caller that edits the
+ * result cannot change what later discovery documents say).
+ */
+export function methodJsonSchemas(method: MethodDefinition): MethodJsonSchemas {
+  const schemas = jsonSchemasByMethod.get(method);
+  if (schemas === undefined) {
+    throw new SvcConfigurationError('method definition was not created by abilityMethod', {
+      reason: 'invalid_method',
+    });
+  }
+  return structuredClone(schemas);
+}
+
+/**
+ * Defines one ability method. Refuses (with `SvcConfigurationError`) a schema lacking
+ * `~standard.validate` or `~standard.jsonSchema`, a REST projection with an unknown method, a
+ * path not starting with `/`, an empty `{}` or a `{name}` that is not a top-level input field, a
+ * status outside 200..299, REST on a streaming method, a malformed MCP tool name, and an invalid
+ * `timeoutMs`. The literal types of the schemas and of the `stream` flag are kept for inference.
+ */
+export function abilityMethod<
+  I extends SvcSchema,
+  O extends SvcSchema,
+  S extends true | undefined = undefined,
+>(definition: MethodOptions<I, O, S>): MethodDefinition<I, O, S extends true ? true : false> {
+  return checkMethodDefinition(definition, 'abilityMethod') as MethodDefinition<
+    I,
+    O,
+    S extends true ? true : false
+  >;
+}
