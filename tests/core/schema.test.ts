@@ -1,0 +1,261 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { z } from 'zod';
+import { type } from 'arktype';
+import {
+  jsonSchemaOf,
+  schemaContractProblem,
+  type SvcSchema,
+  validateWithSchema,
+} from '../../src/core/schema.ts';
+import { AbilityValidationError, svcErrorInfo } from '../../src/core/errors.ts';
+
+const DRAFT_2020_12 = 'https://json-schema.org/draft/2020-12/schema';
+
+const zodNote = z.object({ title: z.string(), count: z.number().int() });
+const arkNote = type({ title: 'string', count: 'number.integer' });
+// workerd permits code generation only at startup, where arktype compiles its validators, so
+// arktype schemas are declared at module scope.
+const arkFound = type({ id: 'string', found: 'boolean' });
+
+/** A schema whose validate is under test control; the JSON Schema side is well formed. */
+function fakeSchema(validate: (value: unknown) => unknown): SvcSchema {
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'fake',
+      validate,
+      jsonSchema: { input: () => ({ type: 'object' }), output: () => ({ type: 'object' }) },
+    },
+  } as unknown as SvcSchema;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<AbilityValidationError> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof AbilityValidationError, `expected AbilityValidationError: ${error}`);
+    return error;
+  }
+  assert.fail('expected a rejection');
+}
+
+test('zod and arktype schemas implement both contracts', () => {
+  assert.equal(schemaContractProblem(zodNote), undefined);
+  assert.equal(schemaContractProblem(arkNote), undefined);
+});
+
+test('zod and arktype schemas validate and return the parsed value', async () => {
+  for (const schema of [zodNote, arkNote] as SvcSchema[]) {
+    assert.deepEqual(
+      await validateWithSchema(schema, { title: 'a', count: 2 }, 'input', 'notes.create'),
+      {
+        title: 'a',
+        count: 2,
+      },
+    );
+  }
+  const trimmed = z.object({ title: z.string().trim() });
+  assert.deepEqual(await validateWithSchema(trimmed, { title: '  a ' }, 'input', 'm'), {
+    title: 'a',
+  });
+});
+
+test('input failures are 422 with { message, path } issues', async () => {
+  for (const schema of [zodNote, arkNote] as SvcSchema[]) {
+    const error = await rejection(
+      validateWithSchema(schema, { title: 1, count: 1.5 }, 'input', 'notes.create'),
+    );
+    assert.equal(error.status, 422);
+    assert.equal(error.reason, 'invalid_input');
+    assert.deepEqual(svcErrorInfo(error), {
+      code: 'ability_validation',
+      status: 422,
+      retryable: false,
+      reason: 'invalid_input',
+    });
+    assert.ok(error.message.includes('notes.create'));
+    assert.equal(error.issues.length, 2);
+    const paths = error.issues.map((issue) => issue.path).sort();
+    assert.deepEqual(paths, [['count'], ['title']]);
+    for (const issue of error.issues) {
+      // Plain arrays only: an Array subclass from the library would not cross the RPC boundary.
+      assert.equal(Object.getPrototypeOf(issue.path), Array.prototype);
+      assert.deepEqual(Object.keys(issue.path!), ['0']);
+      assert.equal(typeof issue.message, 'string');
+      assert.ok(issue.message.length > 0);
+      assert.deepEqual(Object.keys(issue).sort(), ['message', 'path']);
+    }
+  }
+});
+
+test('output failures are 500', async () => {
+  for (const schema of [zodNote, arkNote] as SvcSchema[]) {
+    const error = await rejection(
+      validateWithSchema(schema, { title: 'a' }, 'output', 'notes.get'),
+    );
+    assert.equal(error.status, 500);
+    assert.equal(error.reason, 'invalid_output');
+    assert.equal(svcErrorInfo(error).status, 500);
+    assert.deepEqual(error.issues.map((issue) => issue.path), [['count']]);
+  }
+});
+
+test('nested issue paths keep string and number segments', async () => {
+  const schema = z.object({ items: z.array(z.object({ id: z.string() })) });
+  const error = await rejection(
+    validateWithSchema(schema, { items: [{ id: 'a' }, { id: 2 }] }, 'input', 'm'),
+  );
+  assert.deepEqual(error.issues.map((issue) => issue.path), [['items', 1, 'id']]);
+  const withKeys = fakeSchema(() => ({
+    issues: [{ message: 'bad', path: [{ key: 'a' }, { key: 0 }] }],
+  }));
+  const keyed = await rejection(validateWithSchema(withKeys, {}, 'input', 'm'));
+  assert.deepEqual(keyed.issues, [{ message: 'bad', path: ['a', 0] }]);
+  const noPath = fakeSchema(() => ({ issues: [{ message: 'root problem' }] }));
+  assert.deepEqual((await rejection(validateWithSchema(noPath, {}, 'input', 'm'))).issues, [
+    { message: 'root problem' },
+  ]);
+});
+
+test('issues carry only message and path, nothing else from the library', async () => {
+  const noisy = fakeSchema(() => ({
+    issues: [{ message: 'bad', path: ['a'], input: 'SECRET', code: 'x', expected: 'string' }],
+  }));
+  const error = await rejection(validateWithSchema(noisy, {}, 'output', 'm'));
+  assert.deepEqual(error.issues, [{ message: 'bad', path: ['a'] }]);
+});
+
+test('input and output may come from different libraries', async () => {
+  const input = z.object({ id: z.string() });
+  const output = arkFound;
+  const value = await validateWithSchema(input, { id: 'n1' }, 'input', 'notes.get');
+  assert.deepEqual(
+    await validateWithSchema(output, { ...value, found: true }, 'output', 'notes.get'),
+    {
+      id: 'n1',
+      found: true,
+    },
+  );
+});
+
+test('a schema whose validate throws fails closed with schema_contract_broken', async () => {
+  const throwing = fakeSchema(() => {
+    throw new Error('SECRET-internal');
+  });
+  for (const side of ['input', 'output'] as const) {
+    const error = await rejection(validateWithSchema(throwing, {}, side, 'm'));
+    assert.equal(error.reason, 'schema_contract_broken');
+    assert.equal(error.status, side === 'input' ? 422 : 500);
+    assert.ok(!error.message.includes('SECRET'));
+  }
+  const rejecting = fakeSchema(() => Promise.reject(new Error('async failure')));
+  assert.equal(
+    (await rejection(validateWithSchema(rejecting, {}, 'input', 'm'))).reason,
+    'schema_contract_broken',
+  );
+});
+
+test('a schema returning neither a value nor issues fails closed', async () => {
+  for (const result of [{}, null, undefined, 42, 'ok', { issues: undefined }, { issues: null }]) {
+    const schema = fakeSchema(() => result);
+    const error = await rejection(validateWithSchema(schema, {}, 'input', 'm'));
+    assert.equal(error.reason, 'schema_contract_broken', `result ${JSON.stringify(result)}`);
+  }
+});
+
+test('a schema returning malformed issues fails closed', async () => {
+  const malformed: unknown[] = [
+    [],
+    'not issues',
+    42,
+    [null],
+    [{ path: ['a'] }],
+    [{ message: 7 }],
+    [{ message: 'ok' }, 'bad'],
+    { length: 1 },
+  ];
+  for (const issues of malformed) {
+    const schema = fakeSchema(() => ({ issues }));
+    const error = await rejection(validateWithSchema(schema, {}, 'output', 'm'));
+    assert.equal(error.reason, 'schema_contract_broken', `issues ${JSON.stringify(issues)}`);
+    assert.equal(error.status, 500);
+  }
+});
+
+test('an async validate result is awaited', async () => {
+  const asyncOk = fakeSchema(async (value) => ({ value: { wrapped: value } }));
+  assert.deepEqual(await validateWithSchema(asyncOk, 1, 'input', 'm'), { wrapped: 1 });
+  const asyncIssues = fakeSchema(async () => ({ issues: [{ message: 'no' }] }));
+  assert.equal((await rejection(validateWithSchema(asyncIssues, 1, 'input', 'm'))).status, 422);
+  const undefinedValue = fakeSchema(() => ({ value: undefined }));
+  assert.equal(await validateWithSchema(undefinedValue, undefined, 'output', 'm'), undefined);
+});
+
+test('zod and arktype project JSON Schema draft 2020-12', () => {
+  for (const schema of [zodNote, arkNote] as SvcSchema[]) {
+    for (const side of ['input', 'output'] as const) {
+      const projected = jsonSchemaOf(schema, side);
+      assert.equal(projected.$schema, DRAFT_2020_12);
+      assert.equal(projected.type, 'object');
+      const properties = projected.properties as Record<string, { type: string }>;
+      assert.equal(properties.title.type, 'string');
+      assert.equal(properties.count.type, 'integer');
+      assert.deepEqual([...(projected.required as string[])].sort(), ['count', 'title']);
+    }
+  }
+});
+
+test('jsonSchemaOf refuses a projection that is not an object', () => {
+  const bad = {
+    '~standard': {
+      version: 1,
+      vendor: 'fake',
+      validate: (value: unknown) => ({ value }),
+      jsonSchema: { input: () => [] as unknown, output: () => 'string' as unknown },
+    },
+  } as unknown as SvcSchema;
+  assert.throws(() => jsonSchemaOf(bad, 'input'), TypeError);
+  assert.throws(() => jsonSchemaOf(bad, 'output'), TypeError);
+});
+
+test('jsonSchemaOf asks the library for draft 2020-12', () => {
+  const targets: unknown[] = [];
+  const recording = {
+    '~standard': {
+      version: 1,
+      vendor: 'fake',
+      validate: (value: unknown) => ({ value }),
+      jsonSchema: {
+        input: (options: { target: string }) => (targets.push(options.target), { type: 'string' }),
+        output: (options: { target: string }) => (targets.push(options.target), { type: 'number' }),
+      },
+    },
+  } as unknown as SvcSchema;
+  assert.deepEqual(jsonSchemaOf(recording, 'input'), { type: 'string' });
+  assert.deepEqual(jsonSchemaOf(recording, 'output'), { type: 'number' });
+  assert.deepEqual(targets, ['draft-2020-12', 'draft-2020-12']);
+});
+
+test('schemaContractProblem names what a non-schema lacks', () => {
+  assert.equal(schemaContractProblem(null), 'is not a schema object');
+  assert.equal(schemaContractProblem('string'), 'is not a schema object');
+  assert.equal(schemaContractProblem({}), 'lacks `~standard`');
+  assert.equal(schemaContractProblem({ '~standard': {} }), 'lacks `~standard.validate`');
+  assert.equal(
+    schemaContractProblem({ '~standard': { validate: () => ({ value: 1 }) } }),
+    'lacks `~standard.jsonSchema`',
+  );
+  assert.equal(
+    schemaContractProblem({
+      '~standard': { validate: () => ({ value: 1 }), jsonSchema: { input: () => ({}) } },
+    }),
+    'lacks `~standard.jsonSchema.input` / `.output`',
+  );
+  assert.equal(
+    schemaContractProblem({
+      '~standard': { jsonSchema: { input: () => ({}), output: () => ({}) } },
+    }),
+    'lacks `~standard.validate`',
+  );
+});
