@@ -67,7 +67,9 @@ function toIssues(raw: unknown): ValidationIssue[] | undefined {
     const issue: ValidationIssue = { message };
     const rawPath = (item as { path?: unknown }).path;
     if (Array.isArray(rawPath)) {
-      const path = rawPath.map(pathSegment);
+      // Array.from, not map: a library's Array subclass (arktype's ReadonlyPath) would survive
+      // `map` through Symbol.species, carry its own properties and fail RPC serialisation.
+      const path = Array.from(rawPath, pathSegment);
       if (path.every((p) => p !== undefined)) issue.path = path as (string | number)[];
     }
     issues.push(issue);
