@@ -1,0 +1,261 @@
+/**
+ * Serves one ability's RPC route over Cap'n Web: a `POST` is an HTTP batch, an
+ * `Upgrade: websocket` request opens a WebSocket session, anything else is refused.
+ *
+ * A batch body is counted as it streams in and refused with 413 past `maxBatchBytes` (or
+ * `maxBatchMessages`), so a hostile caller cannot make the service buffer without bound. Cap'n
+ * Web's own limits (`maxDepth`, `maxMessageSize`, `maxBigIntDigits`) stay on for every session;
+ * `limits` may tighten or loosen them but never switch one off.
+ *
+ * @module
+ */
+import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'capnweb';
+import { SvcConfigurationError } from '../core/errors.ts';
+import { problemResponse } from '../core/problem.ts';
+import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
+import {
+  isWebSocketUpgradeRequest,
+  resolveWebSocketUpgrader,
+  type WebSocketUpgrader,
+} from './websocket-upgrade.ts';
+
+/** The transport a session arrived on. */
+export type RpcServeTransport = 'http-batch' | 'websocket';
+
+/** What `createMain` learns about the session it creates a main object for. */
+export interface RpcMainMeta {
+  transport: RpcServeTransport;
+  request: Request;
+}
+
+/** Options of {@link serveRpc}. */
+export interface ServeRpcOptions {
+  /** Creates the main object (`authenticate(token, proof?)`) of one session. */
+  createMain(meta: RpcMainMeta): RpcTarget;
+  /** The ability's `rpc.transports`; only `http-batch` and `websocket` are served here. */
+  transports: readonly string[];
+  /** Upgrader to use instead of the one found on `runtime` or by feature detection. */
+  upgrader?: WebSocketUpgrader;
+  /** The env or server object a serving helper passed to `fetch`. */
+  runtime?: unknown;
+  /** Largest HTTP-batch body in bytes; default {@link DEFAULT_MAX_BATCH_BYTES}. Past it: 413. */
+  maxBatchBytes?: number;
+  /** Most messages in one HTTP batch; default {@link DEFAULT_MAX_BATCH_MESSAGES}. Past it: 413. */
+  maxBatchMessages?: number;
+  /** Overrides of Cap'n Web's receive limits; each must be a positive integer. */
+  limits?: Partial<RpcLimits>;
+}
+
+/** Default largest HTTP-batch body: 4 MiB. */
+export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
+
+/** Default most messages in one HTTP batch (a real batch carries a handful). */
+export const DEFAULT_MAX_BATCH_MESSAGES = 10_000;
+
+const LIMIT_NAMES: readonly (keyof RpcLimits)[] = ['maxBigIntDigits', 'maxDepth', 'maxMessageSize'];
+
+function requirePositiveInteger(value: unknown, label: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw new SvcConfigurationError(`serveRpc: ${label} must be a positive integer`, {
+      reason: 'invalid_rpc_limits',
+    });
+  }
+  return value;
+}
+
+/** Keeps only known limits, each a positive integer: a limit can be changed, not removed. */
+function checkedLimits(limits: Partial<RpcLimits> | undefined): Partial<RpcLimits> {
+  const checked: Partial<RpcLimits> = {};
+  if (limits === undefined) return checked;
+  for (const name of LIMIT_NAMES) {
+    if (limits[name] !== undefined) {
+      checked[name] = requirePositiveInteger(limits[name], `limits.${name}`);
+    }
+  }
+  return checked;
+}
+
+function allowedMethods(transports: readonly string[]): string {
+  const methods: string[] = [];
+  if (transports.includes('websocket')) methods.push('GET');
+  if (transports.includes('http-batch')) methods.push('POST');
+  return methods.join(', ');
+}
+
+function refuse(status: 405 | 413 | 426, reason: string, detail: string, headers?: HeadersInit) {
+  return problemResponse({
+    status,
+    code: 'internal',
+    detail,
+    retryable: false,
+    reason,
+    ...(headers !== undefined ? { headers } : {}),
+  });
+}
+
+function methodNotAllowed(transports: readonly string[], detail: string): Response {
+  return refuse(405, 'rpc_transport_not_enabled', detail, { Allow: allowedMethods(transports) });
+}
+
+/**
+ * Reads a body as text, counting bytes as they arrive; `undefined` (and the stream cancelled)
+ * as soon as it passes `maxBytes`. A declared `Content-Length` past the limit is refused unread.
+ */
+export async function readBoundedText(
+  request: Request,
+  maxBytes: number,
+): Promise<string | undefined> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > maxBytes) {
+    await request.body?.cancel().catch(() => {});
+    return undefined;
+  }
+  if (request.body === null) return '';
+  const reader = request.body.getReader();
+  const decoder = new TextDecoder();
+  const parts: string[] = [];
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    received += value.byteLength;
+    if (received > maxBytes) {
+      await reader.cancel().catch(() => {});
+      return undefined;
+    }
+    parts.push(decoder.decode(value, { stream: true }));
+  }
+  parts.push(decoder.decode());
+  return parts.join('');
+}
+
+/**
+ * Server end of one batch: hands the request lines to the session, collects what it sends, and
+ * says when every line was read. Once the response body is taken, later sends are dropped.
+ */
+class BatchServerTransport implements RpcTransport {
+  #incoming: string[];
+  #outgoing: string[] | null = [];
+  #allReceived: Promise<void>;
+  #markAllReceived!: () => void;
+  #markAborted!: (reason: unknown) => void;
+
+  constructor(lines: string[]) {
+    this.#incoming = lines;
+    this.#allReceived = new Promise<void>((resolve, reject) => {
+      this.#markAllReceived = resolve;
+      this.#markAborted = reject;
+    });
+    this.#allReceived.catch(() => {});
+  }
+
+  send(message: string): void {
+    this.#outgoing?.push(message);
+  }
+
+  receive(): Promise<string> {
+    const next = this.#incoming.shift();
+    if (next !== undefined) return Promise.resolve(next);
+    this.#markAllReceived();
+    // The batch has no more lines; the session stays open until its calls are answered.
+    return new Promise(() => {});
+  }
+
+  abort(reason: unknown): void {
+    this.#markAborted(reason);
+  }
+
+  whenAllReceived(): Promise<void> {
+    return this.#allReceived;
+  }
+
+  takeBody(): string {
+    const body = (this.#outgoing ?? []).join('\n');
+    this.#outgoing = null;
+    return body;
+  }
+}
+
+async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promise<Response> {
+  const maxBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
+  const maxMessages = options.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES;
+  const text = await readBoundedText(request, maxBytes);
+  if (text === undefined) {
+    return refuse(413, 'rpc_batch_too_large', `RPC batch body exceeds ${maxBytes} bytes`);
+  }
+  const lines = text === '' ? [] : text.split('\n');
+  if (lines.length > maxMessages) {
+    return refuse(413, 'rpc_batch_too_large', `RPC batch exceeds ${maxMessages} messages`);
+  }
+  const transport = new BatchServerTransport(lines);
+  const main = options.createMain({ transport: 'http-batch', request });
+  const session = new RpcSession(transport, main, { limits: checkedLimits(options.limits) });
+  try {
+    await transport.whenAllReceived();
+    await session.drain();
+  } catch {
+    // The session aborted (a limit was exceeded, a message was malformed). Its abort message
+    // is already in the outgoing batch, so the caller learns why from the body.
+  }
+  const body = transport.takeBody();
+  // Ending the session disposes what it exported; nothing can reach them after the response.
+  session.getRemoteMain()[Symbol.dispose]();
+  return new Response(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
+}
+
+function serveWebSocket(request: Request, options: ServeRpcOptions): Response | Promise<Response> {
+  const upgrader = resolveWebSocketUpgrader(options.runtime, options.upgrader);
+  if (upgrader === undefined) {
+    return refuse(
+      426,
+      'websocket_upgrade_unavailable',
+      'This runtime cannot upgrade to WebSocket here: serve through serveNode, serveBun, ' +
+        'serveDeno or workersEntrypoint, or pass an upgrader',
+    );
+  }
+  const limits = checkedLimits(options.limits);
+  return upgrader.upgrade(request, options.runtime, (socket) => {
+    const transport = new WebSocketRpcTransport(socket);
+    try {
+      new RpcSession(transport, options.createMain({ transport: 'websocket', request }), {
+        limits,
+      });
+    } catch (error) {
+      transport.abort(error);
+    }
+  });
+}
+
+/**
+ * Serves one request to an ability's RPC route. `POST` without an upgrade is an HTTP batch
+ * (405 unless `http-batch` is enabled); `Upgrade: websocket` opens a session (405 unless
+ * `websocket` is enabled, 426 when no upgrader is available); anything else is 405.
+ * Refusals are RFC 9457 problem bodies.
+ */
+export async function serveRpc(request: Request, options: ServeRpcOptions): Promise<Response> {
+  if (isWebSocketUpgradeRequest(request)) {
+    if (!options.transports.includes('websocket')) {
+      return methodNotAllowed(
+        options.transports,
+        'WebSocket is not an enabled transport of this ability',
+      );
+    }
+    if (request.method !== 'GET') {
+      return methodNotAllowed(options.transports, 'A WebSocket upgrade must be a GET request');
+    }
+    return await serveWebSocket(request, options);
+  }
+  if (request.method === 'POST') {
+    if (!options.transports.includes('http-batch')) {
+      return methodNotAllowed(
+        options.transports,
+        'HTTP-batch is not an enabled transport of this ability',
+      );
+    }
+    return await serveHttpBatch(request, options);
+  }
+  return methodNotAllowed(
+    options.transports,
+    `${request.method} is not an RPC request: POST a batch or upgrade to WebSocket`,
+  );
+}

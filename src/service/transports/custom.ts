@@ -1,0 +1,49 @@
+/**
+ * Any bidirectional Cap'n Web transport as a caller transport (a `MessagePort` pair, a test
+ * harness, a bespoke socket). There is no channel for request metadata here: what a custom
+ * transport propagates is up to the transport itself.
+ *
+ * @module
+ */
+import { type AnyRpcTransport, RpcSession } from 'capnweb';
+import { SvcConfigurationError } from '../../core/errors.ts';
+import type { OpenedRpcSession, RpcMainStub, RpcTransportFactory } from './outbound-metadata.ts';
+
+/**
+ * Caller transport over a Cap'n Web transport. Pass a factory to open a fresh transport per
+ * session; a single transport instance carries exactly one session, and opening a second one on
+ * it is refused with `SvcConfigurationError`.
+ */
+export function customRpcTransport(
+  transport: AnyRpcTransport | (() => AnyRpcTransport),
+): RpcTransportFactory {
+  let instanceUsed = false;
+  const take = (): AnyRpcTransport => {
+    if (typeof transport === 'function') return transport();
+    if (instanceUsed) {
+      throw new SvcConfigurationError(
+        'customRpcTransport was given one transport instance, which carries one session: ' +
+          'pass a factory to open several',
+      );
+    }
+    instanceUsed = true;
+    return transport;
+  };
+  return {
+    kind: 'custom',
+    open(): OpenedRpcSession {
+      const session = new RpcSession(take());
+      const main = session.getRemoteMain() as unknown as RpcMainStub;
+      let closed = false;
+      return {
+        main,
+        acceptsCalls: () => !closed,
+        close() {
+          if (closed) return;
+          closed = true;
+          main[Symbol.dispose]();
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,223 @@
+/**
+ * The HTTP-batch caller transport: every call made within one macrotask travels in one POST,
+ * together with `authenticate`, and the batch's response ends that Cap'n Web session.
+ *
+ * Cap'n Web's stock batch client flushes on `setTimeout(0)`, which runtimes clamp to at least a
+ * millisecond. A microtask would be too early: the `pull` an `await` triggers would miss the
+ * batch. So the batch goes out on the next macrotask without a clamp: `setImmediate` where it
+ * exists, else a `MessageChannel` message.
+ *
+ * @module
+ */
+import { RpcSession, type RpcTransport } from 'capnweb';
+import { SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
+import {
+  applyMetadataHeaders,
+  type OpenedRpcSession,
+  type OutboundRpcMetadata,
+  type RpcMainStub,
+  type RpcOpenTarget,
+  type RpcTransportFactory,
+} from './outbound-metadata.ts';
+
+/** A `fetch`-like function: how a caller reaches an in-process service or a service binding. */
+export type RpcFetch = (request: Request) => Promise<Response>;
+
+/** Options of {@link httpBatchRpc}. */
+export interface HttpBatchRpcOptions {
+  /**
+   * RPC URL used with a `fetch` function target. Default `https://svc.internal/rpc/<abilityId>`
+   * (the default `rpc.path`); set it when the ability declares another path.
+   */
+  url?: string | URL;
+}
+
+/** A Cloudflare service binding (a `Fetcher`): anything with a `fetch(request)` method. */
+export interface ServiceBindingFetcher {
+  fetch(request: Request): Promise<Response>;
+}
+
+/** Base URL of in-process and binding routes; the host is never resolved. */
+const INTERNAL_ORIGIN = 'https://svc.internal';
+
+/** Resolves on the next macrotask, without the timer clamp where the runtime allows. */
+export function nextMacrotask(): Promise<void> {
+  const immediate = (globalThis as { setImmediate?: (callback: () => void) => unknown })
+    .setImmediate;
+  if (typeof immediate === 'function') {
+    return new Promise((resolve) => immediate(() => resolve()));
+  }
+  if (typeof MessageChannel === 'function') {
+    return new Promise((resolve) => {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = () => {
+        channel.port1.close();
+        resolve();
+      };
+      channel.port2.postMessage(null);
+    });
+  }
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/** Reads a refused batch as an error carrying the service's own taxonomy fields when it sent any. */
+async function refusedBatchError(response: Response): Promise<Error> {
+  const status = response.status;
+  let problem: Record<string, unknown> | undefined;
+  if ((response.headers.get('content-type') ?? '').includes('json')) {
+    try {
+      const body: unknown = await response.json();
+      if (body !== null && typeof body === 'object') problem = body as Record<string, unknown>;
+    } catch {
+      problem = undefined;
+    }
+  } else {
+    await response.body?.cancel().catch(() => {});
+  }
+  const detail = typeof problem?.detail === 'string' ? problem.detail.slice(0, 500) : undefined;
+  const error = new SvcInternalError(
+    `RPC request failed: ${status}${detail !== undefined ? ` (${detail})` : ''}`,
+    { reason: 'rpc_request_refused', status: status >= 400 && status <= 599 ? status : 502 },
+  );
+  // A problem body's taxonomy fields win; svcErrorInfo re-validates them as for any peer error.
+  if (problem !== undefined) {
+    for (const key of ['code', 'status', 'retryable', 'reason'] as const) {
+      if (problem[key] !== undefined) {
+        (error as unknown as Record<string, unknown>)[key] = problem[key];
+      }
+    }
+  }
+  return error;
+}
+
+/**
+ * Client end of one batch: collects what the session sends until the next macrotask, posts it,
+ * then feeds the response lines back. Messages sent after the batch went out are dropped: they
+ * are releases and pulls for a server session that ended with its response.
+ */
+class BatchClientTransport implements RpcTransport {
+  #outgoing: string[] | null = [];
+  #incoming: string[] | null = null;
+  #aborted: unknown;
+  #exchange: Promise<void>;
+
+  constructor(post: (lines: string[]) => Promise<string[]>) {
+    this.#exchange = this.#exchangeOnNextMacrotask(post);
+    // Failures surface through receive(); an unobserved rejection here is not an error.
+    this.#exchange.catch(() => {});
+  }
+
+  /** Whether the batch is still collecting messages. */
+  get collecting(): boolean {
+    return this.#outgoing !== null;
+  }
+
+  send(message: string): void {
+    this.#outgoing?.push(message);
+  }
+
+  async receive(): Promise<string> {
+    if (this.#incoming === null) await this.#exchange;
+    const next = this.#incoming?.shift();
+    if (next !== undefined) return next;
+    throw new Error('Batch RPC request ended.');
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted === undefined) this.#aborted = reason ?? new Error('RPC batch aborted');
+  }
+
+  async #exchangeOnNextMacrotask(post: (lines: string[]) => Promise<string[]>): Promise<void> {
+    await nextMacrotask();
+    const lines = this.#outgoing ?? [];
+    this.#outgoing = null;
+    if (this.#aborted !== undefined) throw this.#aborted;
+    this.#incoming = await post(lines);
+  }
+}
+
+/** Opens one batch against `send`, which performs the POST. */
+function openBatch(
+  send: (body: string, signal: AbortSignal) => Promise<Response>,
+): OpenedRpcSession {
+  const controller = new AbortController();
+  const transport = new BatchClientTransport(async (lines) => {
+    const response = await send(lines.join('\n'), controller.signal);
+    if (!response.ok) throw await refusedBatchError(response);
+    const body = await response.text();
+    return body === '' ? [] : body.split('\n');
+  });
+  const session = new RpcSession(transport);
+  const main = session.getRemoteMain() as unknown as RpcMainStub;
+  let closed = false;
+  return {
+    main,
+    acceptsCalls: () => !closed && transport.collecting,
+    close() {
+      if (closed) return;
+      closed = true;
+      controller.abort();
+      main[Symbol.dispose]();
+    },
+  };
+}
+
+function isFetchFunction(target: unknown): target is RpcFetch {
+  return typeof target === 'function';
+}
+
+function rpcUrlFor(options: HttpBatchRpcOptions, target: RpcOpenTarget | undefined): URL {
+  if (options.url !== undefined) return new URL(options.url);
+  if (target === undefined) {
+    throw new SvcInternalError('An in-process HTTP-batch transport needs an ability id or a url', {
+      reason: 'rpc_route_unknown',
+    });
+  }
+  return new URL(`/rpc/${target.abilityId}`, INTERNAL_ORIGIN);
+}
+
+/**
+ * HTTP-batch caller transport. `target` is the ability's full RPC URL, or a `fetch`-like
+ * function (an in-process service's `fetch`, a test harness), which receives each batch as a
+ * `Request` for `options.url` (default `https://svc.internal/rpc/<abilityId>`).
+ *
+ * Metadata travels as `X-Request-Id`, `X-Svc-Timeout`, `X-Svc-Idempotency-Key` and
+ * `X-Svc-Conn-Info` headers on every batch.
+ */
+export function httpBatchRpc(
+  target: string | URL | RpcFetch,
+  options: HttpBatchRpcOptions = {},
+): RpcTransportFactory {
+  const fixedUrl = isFetchFunction(target) ? undefined : new URL(target);
+  const doFetch: RpcFetch = isFetchFunction(target) ? target : (request) => fetch(request);
+  return {
+    kind: 'http-batch',
+    open(meta: OutboundRpcMetadata, openTarget?: RpcOpenTarget): OpenedRpcSession {
+      const url = fixedUrl ?? rpcUrlFor(options, openTarget);
+      return openBatch((body, signal) => {
+        const headers = applyMetadataHeaders(
+          new Headers({ 'Content-Type': 'text/plain; charset=utf-8' }),
+          meta,
+        );
+        return doFetch(new Request(url, { method: 'POST', body, headers, signal }));
+      });
+    },
+  };
+}
+
+/**
+ * HTTP-batch over a Cloudflare service binding: each batch is a `binding.fetch(request)` to
+ * the ability's route (default `https://svc.internal/rpc/<abilityId>`), with the same metadata
+ * headers as {@link httpBatchRpc}.
+ */
+export function cloudflareServiceBindingRpc(
+  binding: ServiceBindingFetcher,
+  options: HttpBatchRpcOptions = {},
+): RpcTransportFactory {
+  if (binding === null || typeof binding !== 'object' || typeof binding.fetch !== 'function') {
+    throw new SvcConfigurationError(
+      'cloudflareServiceBindingRpc needs a binding with a fetch method',
+    );
+  }
+  return httpBatchRpc((request) => binding.fetch(request), options);
+}

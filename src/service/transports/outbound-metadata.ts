@@ -1,0 +1,116 @@
+/**
+ * What every caller transport shares: the metadata a caller propagates with a session, how it
+ * is written on each channel (headers for HTTP-batch and service bindings, query parameters for
+ * WebSocket), and the plain-object shape a transport has.
+ *
+ * A token never travels here: it goes inside the RPC session, as the argument of
+ * `authenticate`, so it never lands in a URL, a proxy log or a browser history.
+ *
+ * @module
+ */
+import { SVC_CONN_INFO_HEADER, SVC_CONN_INFO_QUERY_PARAM } from '../../core/conn-info.ts';
+import { SVC_TIMEOUT_HEADER, SVC_TIMEOUT_QUERY_PARAM } from '../../core/deadline.ts';
+import {
+  filterIdempotencyKey,
+  SVC_IDEMPOTENCY_KEY_HEADER,
+  SVC_IDEMPOTENCY_KEY_QUERY_PARAM,
+} from '../../core/idempotency.ts';
+import {
+  acceptRequestId,
+  SVC_REQUEST_ID_HEADER,
+  SVC_REQUEST_ID_QUERY_PARAM,
+} from '../../core/request-id.ts';
+
+/** Request metadata a caller propagates with an outbound RPC session or batch. */
+export interface OutboundRpcMetadata {
+  /** Request id to correlate logs across hops. */
+  requestId?: string;
+  /** Budget left, in milliseconds (already measured on the caller's clock). */
+  timeoutMs?: number;
+  /** Idempotency key; an invalid key is dropped, never sent. */
+  idempotencyKey?: string;
+  /** Serialised connection info (`serializeConnInfo`), forwarded only by the plane. */
+  connInfo?: string;
+}
+
+/** Where a session is headed, for transports that derive a route (in-process `fetch`, bindings). */
+export interface RpcOpenTarget {
+  /** The ability whose RPC route is opened. */
+  abilityId: string;
+}
+
+/**
+ * The remote main object of an ability's RPC route, as a Cap'n Web stub: `authenticate` returns
+ * (a promise of) the ability stub, on which calls can be pipelined before it resolves.
+ */
+export interface RpcMainStub extends Disposable {
+  // deno-lint-ignore no-explicit-any
+  authenticate(token: string, proof?: string): any;
+}
+
+/** One opened Cap'n Web session: its remote main object and a way to end it. */
+export interface OpenedRpcSession {
+  /** The remote main object (`authenticate(token, proof?)`). */
+  main: RpcMainStub;
+  /** Ends the session and releases the connection. Idempotent. */
+  close(): void;
+  /**
+   * Whether calls made now still travel with this session. HTTP-batch sessions stop accepting
+   * calls once their batch went out; session transports accept calls until closed.
+   */
+  acceptsCalls(): boolean;
+}
+
+/** The kinds of caller transport; `http-batch` opens one session per batch. */
+export type RpcTransportKind = 'http-batch' | 'websocket' | 'custom';
+
+/** A plain object describing how to open a Cap'n Web session with request metadata. */
+export interface RpcTransportFactory {
+  /** `http-batch` transports are per call; the others carry one long-lived session. */
+  readonly kind: RpcTransportKind;
+  /** Opens a session (or, for HTTP-batch, one batch) carrying `meta`. */
+  open(meta: OutboundRpcMetadata, target?: RpcOpenTarget): OpenedRpcSession;
+}
+
+// A header value must stay on one line of visible ASCII; connection info is JSON of that shape.
+const SAFE_HEADER_TEXT = /^[\x20-\x7e]{1,1024}$/;
+
+/** A positive integer budget as sent on the wire, or `undefined` when there is none to send. */
+function wireBudget(timeoutMs: number | undefined): string | undefined {
+  if (timeoutMs === undefined || !Number.isFinite(timeoutMs) || timeoutMs <= 0) return undefined;
+  return String(Math.max(1, Math.floor(timeoutMs)));
+}
+
+/** The metadata items that survive filtering, paired with their header and query names. */
+function metadataEntries(
+  meta: OutboundRpcMetadata,
+): [header: string, query: string, value: string][] {
+  const entries: [string, string, string][] = [];
+  const requestId = acceptRequestId(meta.requestId);
+  if (requestId !== undefined) {
+    entries.push([SVC_REQUEST_ID_HEADER, SVC_REQUEST_ID_QUERY_PARAM, requestId]);
+  }
+  const budget = wireBudget(meta.timeoutMs);
+  if (budget !== undefined) entries.push([SVC_TIMEOUT_HEADER, SVC_TIMEOUT_QUERY_PARAM, budget]);
+  const idempotencyKey = filterIdempotencyKey(meta.idempotencyKey);
+  if (idempotencyKey !== undefined) {
+    entries.push([SVC_IDEMPOTENCY_KEY_HEADER, SVC_IDEMPOTENCY_KEY_QUERY_PARAM, idempotencyKey]);
+  }
+  if (typeof meta.connInfo === 'string' && SAFE_HEADER_TEXT.test(meta.connInfo)) {
+    entries.push([SVC_CONN_INFO_HEADER, SVC_CONN_INFO_QUERY_PARAM, meta.connInfo]);
+  }
+  return entries;
+}
+
+/** Writes propagated metadata as the HTTP-batch / service-binding headers. */
+export function applyMetadataHeaders(headers: Headers, meta: OutboundRpcMetadata): Headers {
+  for (const [header, , value] of metadataEntries(meta)) headers.set(header, value);
+  return headers;
+}
+
+/** Returns `url` with propagated metadata written as the WebSocket query parameters. */
+export function withMetadataQuery(url: URL, meta: OutboundRpcMetadata): URL {
+  const final = new URL(url);
+  for (const [, query, value] of metadataEntries(meta)) final.searchParams.set(query, value);
+  return final;
+}

@@ -1,0 +1,125 @@
+/**
+ * A Cap'n Web `RpcTransport` over anything shaped like a standard `WebSocket`: the runtime's
+ * own, the `ws` package on Node, Bun's server socket behind an adapter, or a Workers socket.
+ *
+ * Cap'n Web ships a WebSocket transport, but it compares `readyState` with the global
+ * `WebSocket.CONNECTING`, which does not exist on Node 20 (and would be the wrong class for a
+ * `ws` socket anyway). This transport compares with the numeric ready states the WebSocket
+ * standard fixes, so no global is needed or installed.
+ *
+ * @module
+ */
+import type { RpcTransport } from 'capnweb';
+
+/** The subset of the standard `WebSocket` interface an RPC session uses. */
+export interface RpcWebSocket {
+  /** 0 connecting, 1 open, 2 closing, 3 closed (fixed by the WebSocket standard). */
+  readonly readyState: number;
+  binaryType?: string;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  // deno-lint-ignore no-explicit-any
+  addEventListener(type: string, listener: (event: any) => void): void;
+}
+
+const CONNECTING = 0;
+
+/** Close code for an RPC-level failure; 3000-3999 is the range registered for libraries. */
+const RPC_ABORT_CLOSE_CODE = 3000;
+
+/** A close frame's reason carries at most 123 UTF-8 bytes (125 minus the 2-byte code). */
+const MAX_CLOSE_REASON_BYTES = 123;
+
+function closeReason(reason: unknown): string {
+  const text = reason instanceof Error ? reason.message : String(reason);
+  const bytes = new TextEncoder().encode(text);
+  if (bytes.length <= MAX_CLOSE_REASON_BYTES) return text;
+  // A streaming decode drops a multi-byte character cut in half instead of emitting U+FFFD.
+  return new TextDecoder().decode(bytes.subarray(0, MAX_CLOSE_REASON_BYTES), { stream: true });
+}
+
+/** Cap'n Web transport over a WebSocket-shaped object; sends queue until the socket opens. */
+export class WebSocketRpcTransport implements RpcTransport {
+  #socket: RpcWebSocket;
+  #sendQueue: string[] | undefined;
+  #received: string[] = [];
+  #waiting: { resolve(message: string): void; reject(error: unknown): void } | undefined;
+  #error: unknown;
+
+  constructor(socket: RpcWebSocket) {
+    this.#socket = socket;
+    try {
+      socket.binaryType = 'arraybuffer';
+    } catch {
+      // Some adapters expose a read-only binaryType; RPC messages are text anyway.
+    }
+    if (socket.readyState === CONNECTING) {
+      this.#sendQueue = [];
+      socket.addEventListener('open', () => this.#flushQueue());
+    }
+    socket.addEventListener('message', (event: { data: unknown }) => this.#onMessage(event.data));
+    socket.addEventListener('close', (event: { code?: number; reason?: string }) => {
+      this.#fail(new Error(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`));
+    });
+    socket.addEventListener('error', () => this.#fail(new Error('WebSocket connection failed.')));
+  }
+
+  /** Sends one message, or queues it while the socket is still connecting. */
+  send(message: string): void {
+    if (this.#sendQueue !== undefined) this.#sendQueue.push(message);
+    else this.#socket.send(message);
+  }
+
+  /** The next message from the peer; rejects once the socket failed or closed. */
+  receive(): Promise<string> {
+    const next = this.#received.shift();
+    if (next !== undefined) return Promise.resolve(next);
+    if (this.#error !== undefined) return Promise.reject(this.#error);
+    return new Promise((resolve, reject) => {
+      this.#waiting = { resolve, reject };
+    });
+  }
+
+  /** Closes the socket with the RPC failure as the close reason. */
+  abort(reason: unknown): void {
+    try {
+      this.#socket.close(RPC_ABORT_CLOSE_CODE, closeReason(reason));
+    } catch {
+      // Already closing; nothing left to tell the peer.
+    }
+    this.#fail(reason ?? new Error('RPC session aborted'));
+  }
+
+  #flushQueue(): void {
+    const queued = this.#sendQueue ?? [];
+    this.#sendQueue = undefined;
+    try {
+      for (const message of queued) this.#socket.send(message);
+    } catch (error) {
+      this.#fail(error);
+    }
+  }
+
+  #onMessage(data: unknown): void {
+    if (this.#error !== undefined) return;
+    if (typeof data !== 'string') {
+      this.#fail(new TypeError('Received a non-text WebSocket message on an RPC session.'));
+      return;
+    }
+    const waiting = this.#waiting;
+    if (waiting !== undefined) {
+      this.#waiting = undefined;
+      waiting.resolve(data);
+    } else {
+      this.#received.push(data);
+    }
+  }
+
+  #fail(error: unknown): void {
+    if (this.#error !== undefined) return;
+    this.#error = error;
+    const waiting = this.#waiting;
+    this.#waiting = undefined;
+    waiting?.reject(error);
+  }
+}

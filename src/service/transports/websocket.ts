@@ -1,0 +1,87 @@
+/**
+ * The WebSocket caller transport: one socket per session, metadata in the upgrade URL's query
+ * (browsers cannot set headers on an upgrade), the token inside the session.
+ *
+ * @module
+ */
+import { RpcSession } from 'capnweb';
+import { SvcConfigurationError } from '../../core/errors.ts';
+import {
+  type OpenedRpcSession,
+  type OutboundRpcMetadata,
+  type RpcMainStub,
+  type RpcTransportFactory,
+  withMetadataQuery,
+} from './outbound-metadata.ts';
+import { type RpcWebSocket, WebSocketRpcTransport } from './websocket-rpc-transport.ts';
+
+/** Options of {@link websocketRpc}. */
+export interface WebSocketRpcOptions {
+  /**
+   * Creates the socket for the final URL (metadata already in its query). Needed where the
+   * runtime has no global `WebSocket` (Node 20: `nodeWebSocketFactory()` from the Node adapter).
+   */
+  createWebSocket?: (url: string) => WebSocket;
+}
+
+/** `http(s)` URLs name the same endpoint as `ws(s)`; anything else is refused. */
+function webSocketUrl(url: string | URL): URL {
+  const parsed = new URL(url);
+  if (parsed.protocol === 'http:') parsed.protocol = 'ws:';
+  else if (parsed.protocol === 'https:') parsed.protocol = 'wss:';
+  if (parsed.protocol !== 'ws:' && parsed.protocol !== 'wss:') {
+    throw new SvcConfigurationError(
+      `websocketRpc needs a ws:, wss:, http: or https: URL (got ${parsed.protocol})`,
+    );
+  }
+  return parsed;
+}
+
+function globalWebSocket(url: string): WebSocket {
+  const Constructor = (globalThis as { WebSocket?: new (url: string) => WebSocket }).WebSocket;
+  if (typeof Constructor !== 'function') {
+    throw new SvcConfigurationError(
+      'This runtime has no global WebSocket: pass createWebSocket (on Node 20, ' +
+        'nodeWebSocketFactory() from the Node adapter)',
+    );
+  }
+  return new Constructor(url);
+}
+
+/**
+ * WebSocket caller transport. The factory (default: the global `WebSocket`) receives the final
+ * URL, with `request_id`, `timeout`, `idempotency_key` and `conn_info` in its query.
+ */
+export function websocketRpc(
+  url: string | URL,
+  options: WebSocketRpcOptions = {},
+): RpcTransportFactory {
+  const base = webSocketUrl(url);
+  const createWebSocket = options.createWebSocket ?? globalWebSocket;
+  return {
+    kind: 'websocket',
+    open(meta: OutboundRpcMetadata): OpenedRpcSession {
+      const finalUrl = withMetadataQuery(base, meta).href;
+      const socket = createWebSocket(finalUrl) as unknown as RpcWebSocket;
+      const session = new RpcSession(new WebSocketRpcTransport(socket));
+      const main = session.getRemoteMain() as unknown as RpcMainStub;
+      let closed = false;
+      return {
+        main,
+        acceptsCalls: () => !closed,
+        close() {
+          if (closed) return;
+          closed = true;
+          // A normal closure first, so the peer sees 1000 rather than the abort's 3000; then
+          // disposing the main stub ends the session and rejects whatever is still pending.
+          try {
+            socket.close(1000, 'session disposed');
+          } catch {
+            // Already closed by the peer.
+          }
+          main[Symbol.dispose]();
+        },
+      };
+    },
+  };
+}

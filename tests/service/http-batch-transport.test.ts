@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { svcErrorInfo } from '../../src/core/errors.ts';
+import { abilitySession } from '../../src/service/ability-session.ts';
+import {
+  cloudflareServiceBindingRpc,
+  httpBatchRpc,
+  nextMacrotask,
+} from '../../src/service/transports/http-batch.ts';
+import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
+
+interface FakeApi {
+  echo(input: { value: string }): { value: string };
+  whoami(input: Record<string, never>): { transport: string };
+}
+
+function countingRequester(token = FAKE_TOKEN) {
+  const requests: unknown[] = [];
+  const requester = (request: unknown) => {
+    requests.push(request);
+    return Promise.resolve(token);
+  };
+  return { requester, requests };
+}
+
+function sessionOver(fetch: (request: Request) => Promise<Response>, extra = {}) {
+  const { requester, requests } = countingRequester();
+  const session = abilitySession<FakeApi>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: ['echo'],
+    requestToken: requester,
+    transport: httpBatchRpc(fetch),
+    ...extra,
+  });
+  return { session, tokenRequests: requests };
+}
+
+test('authenticate and the first call travel in one HTTP request', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const { session } = sessionOver(endpoint.fetch);
+  const result = await session.echo({ value: 'hello' });
+  assert.deepEqual(result, { value: 'hello' });
+  assert.equal(endpoint.requests.length, 1);
+  assert.deepEqual(record.authenticated, [{ token: FAKE_TOKEN, proof: undefined }]);
+  assert.deepEqual(record.calls, ['echo']);
+});
+
+test('calls made in one macrotask share one batch and one authenticate', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const { session } = sessionOver(endpoint.fetch);
+  const results = await Promise.all([
+    session.echo({ value: 'a' }),
+    session.echo({ value: 'b' }),
+    session.whoami({}),
+  ]);
+  assert.deepEqual(results, [{ value: 'a' }, { value: 'b' }, { transport: 'http-batch' }]);
+  assert.equal(endpoint.requests.length, 1);
+  assert.equal(record.authenticated.length, 1);
+});
+
+test('calls over time on one HTTP-batch session each get a fresh batch and reuse the token', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const { session, tokenRequests } = sessionOver(endpoint.fetch);
+  for (const value of ['one', 'two', 'three']) {
+    assert.deepEqual(await session.echo({ value }), { value });
+  }
+  assert.equal(endpoint.requests.length, 3);
+  assert.equal(record.authenticated.length, 3);
+  assert.equal(tokenRequests.length, 1);
+  assert.deepEqual(tokenRequests[0], {
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    abilityId: 'fake.echo',
+    scopes: ['echo'],
+  });
+});
+
+test('nothing is sent after a batch went out (releases are dropped)', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const { session } = sessionOver(endpoint.fetch);
+  await session.echo({ value: 'x' });
+  for (let i = 0; i < 5; i++) await nextMacrotask();
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(endpoint.requests.length, 1);
+});
+
+test('metadata travels as X-Request-Id, X-Svc-Timeout, X-Svc-Idempotency-Key, X-Svc-Conn-Info', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const connInfo = JSON.stringify({ address: '203.0.113.9', addressType: 'IPv4' });
+  const { session } = sessionOver(endpoint.fetch, {
+    requestId: 'req-123',
+    timeoutMs: 5_000,
+    idempotencyKey: 'retry-2026_01=',
+    connInfo,
+  });
+  await session.echo({ value: 'meta' });
+  const headers = record.sessions[0].headers;
+  assert.equal(headers['x-request-id'], 'req-123');
+  assert.equal(headers['x-svc-idempotency-key'], 'retry-2026_01=');
+  assert.equal(headers['x-svc-conn-info'], connInfo);
+  const budget = Number(headers['x-svc-timeout']);
+  assert.ok(Number.isInteger(budget) && budget > 0 && budget <= 5_000, `budget ${budget}`);
+  assert.equal(new URL(endpoint.requests[0].url).search, '');
+  for (const value of Object.values(headers)) assert.ok(!value.includes(FAKE_TOKEN));
+});
+
+test('an invalid idempotency key and an absent budget are not sent', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const { session } = sessionOver(endpoint.fetch, { idempotencyKey: 'a b:c' });
+  await session.echo({ value: 'meta' });
+  const headers = record.sessions[0].headers;
+  assert.equal(headers['x-svc-idempotency-key'], undefined);
+  assert.equal(headers['x-svc-timeout'], undefined);
+  assert.equal(headers['x-request-id'], undefined);
+});
+
+test('a string URL target posts to that URL', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const seen: string[] = [];
+  const originalFetch = globalThis.fetch;
+  globalThis.fetch = ((input: Request) => {
+    seen.push(input.url);
+    return endpoint.fetch(input);
+  }) as typeof fetch;
+  try {
+    const { requester } = countingRequester();
+    const session = abilitySession<FakeApi>({
+      abilityId: 'fake.echo',
+      callerServiceId: 'caller',
+      targetServiceId: 'fake',
+      scopes: [],
+      requestToken: requester,
+      transport: httpBatchRpc('https://fake.example/rpc/custom-path'),
+    });
+    assert.deepEqual(await session.echo({ value: 'u' }), { value: 'u' });
+  } finally {
+    globalThis.fetch = originalFetch;
+  }
+  assert.deepEqual(seen, ['https://fake.example/rpc/custom-path']);
+});
+
+test('a fetch-function target defaults to /rpc/<abilityId>', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const { session } = sessionOver(endpoint.fetch);
+  await session.echo({ value: 'p' });
+  assert.equal(new URL(endpoint.requests[0].url).pathname, '/rpc/fake.echo');
+  assert.equal(endpoint.requests[0].method, 'POST');
+});
+
+test('cloudflareServiceBindingRpc sends batches through binding.fetch with the metadata headers', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  let bindingCalls = 0;
+  const binding = {
+    fetch(request: Request) {
+      bindingCalls++;
+      return endpoint.fetch(request);
+    },
+  };
+  const { requester } = countingRequester();
+  const session = abilitySession<FakeApi>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: [],
+    requestToken: requester,
+    requestId: 'req-binding',
+    transport: cloudflareServiceBindingRpc(binding),
+  });
+  assert.deepEqual(await session.echo({ value: 'b' }), { value: 'b' });
+  assert.equal(bindingCalls, 1);
+  assert.equal(record.sessions[0].headers['x-request-id'], 'req-binding');
+});
+
+test('cloudflareServiceBindingRpc refuses something that is not a binding', () => {
+  assert.throws(
+    () => cloudflareServiceBindingRpc({} as never),
+    (error: unknown) => svcErrorInfo(error).reason === 'configuration',
+  );
+});
+
+test('a refused batch rejects with the problem body taxonomy (405 when HTTP-batch is off)', async () => {
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), { transports: ['websocket'] });
+  const { session } = sessionOver(endpoint.fetch);
+  await assert.rejects(session.echo({ value: 'x' }), (error: unknown) => {
+    const info = svcErrorInfo(error);
+    assert.equal(info.status, 405);
+    assert.equal(info.code, 'internal');
+    assert.equal(info.reason, 'rpc_transport_not_enabled');
+    return true;
+  });
+});
+
+test('nextMacrotask runs after pending microtasks', async () => {
+  const order: string[] = [];
+  const macro = nextMacrotask().then(() => order.push('macrotask'));
+  queueMicrotask(() => order.push('microtask'));
+  await Promise.resolve().then(() => order.push('then'));
+  await macro;
+  assert.deepEqual(order, ['microtask', 'then', 'macrotask']);
+});
