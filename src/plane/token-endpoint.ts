@@ -1,0 +1,438 @@
+/**
+ * The capability-token endpoint handler (`POST /.well-known/svc/capability-token`).
+ *
+ * Order of checks, each one answered before the next runs: method (405); body read with a hard
+ * byte limit while streaming (413; the limit holds whatever `Content-Length` claims); caller
+ * authentication (401, before the body is even parsed, so an unauthenticated request learns
+ * nothing about its JSON or its subject); JSON shape (400); a caller-supplied `subject` (403);
+ * the stated caller against the authenticated one (403); issuance (its own status). Every
+ * response carries `Cache-Control: no-store` and `Pragma: no-cache`.
+ *
+ * @module
+ */
+import {
+  CapabilityAuthError,
+  SvcConfigurationError,
+  type ValidationIssue,
+} from '../core/errors.ts';
+import { NO_STORE_HEADERS } from '../core/http-cache.ts';
+import type { SvcLogEvent } from '../core/logging.ts';
+import { problemFromError, problemResponse } from '../core/problem.ts';
+import {
+  type AuthenticatedCaller,
+  authenticateTokenRequest,
+  type CallerAuthenticator,
+  CallerAuthError,
+  combinedChallenge,
+} from './caller-auth.ts';
+
+/** Default largest token-request body, in bytes. */
+export const DEFAULT_TOKEN_REQUEST_MAX_BODY_BYTES = 16 * 1024;
+/** Default time allowed to receive the whole body, in milliseconds. */
+export const DEFAULT_TOKEN_REQUEST_BODY_TIMEOUT_MS = 10_000;
+/** Longest `targetServiceId`, scope or ability id accepted. */
+export const MAX_TOKEN_REQUEST_ID_LENGTH = 128;
+/** Most scopes one token request may ask for. */
+export const MAX_TOKEN_REQUEST_SCOPES = 64;
+/** Event emitted when a token request arrives at a plane without caller authentication. */
+export const CALLER_AUTH_NOT_CONFIGURED_EVENT = 'svc.caller_auth.not_configured';
+/** The `tokenType` of every token the endpoint returns. */
+export const CAPABILITY_TOKEN_TYPE = 'svc-capability';
+
+/** The accepted body of a token request; every other member is ignored. */
+export interface TokenRequestBody {
+  /** Must equal the authenticated caller's service id. */
+  callerServiceId: string;
+  /** The service the token is for. */
+  targetServiceId: string;
+  /** Requested scopes. */
+  scopes: string[];
+  /** When given, the ability must exist on the target. */
+  abilityId?: string;
+  /** Requested lifetime; the issuer caps it. */
+  ttlSeconds?: number;
+}
+
+/** What the issuing function returns. */
+export interface IssuedToken {
+  token: string;
+  expiresAt: Date;
+  scopes: string[];
+}
+
+/** Options of {@link createTokenEndpoint}. */
+export interface TokenEndpointOptions {
+  /** Who may request tokens; `undefined` or empty refuses every request with 401. */
+  authenticators: CallerAuthenticator[] | undefined;
+  /** The plane issuer (the audience of JWK caller assertions). */
+  issuer: string;
+  /** Mints the token (runs the full grant check). Its taxonomy errors keep their status. */
+  issue(
+    caller: AuthenticatedCaller,
+    request: TokenRequestBody,
+    context: { requestId: string; signal?: AbortSignal },
+  ): Promise<IssuedToken>;
+  /** Event sink (`svc.caller_auth.not_configured`). */
+  log: (event: SvcLogEvent, c?: unknown) => void;
+  /** Largest body in bytes; default 16 KiB. */
+  maxBodyBytes?: number;
+  /** Time allowed to receive the body; default 10 s. */
+  bodyTimeoutMs?: number;
+}
+
+/** The reason of every caller-auth 401 body: the specific check is logged, never answered. */
+export const CALLER_UNAUTHENTICATED_REASON = 'caller_unauthenticated';
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+function positiveInteger(value: unknown, fallback: number, field: string): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw new SvcConfigurationError(`createTokenEndpoint: \`${field}\` must be a positive integer`);
+  }
+  return value;
+}
+
+function checkAuthenticators(list: unknown): CallerAuthenticator[] {
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) {
+    throw new SvcConfigurationError('createTokenEndpoint: `authenticators` must be an array');
+  }
+  const schemes = new Set<string>();
+  for (const authenticator of list as CallerAuthenticator[]) {
+    const scheme = authenticator?.scheme;
+    if (
+      typeof scheme !== 'string' || scheme.length === 0 ||
+      typeof authenticator.authenticate !== 'function'
+    ) {
+      throw new SvcConfigurationError(
+        'createTokenEndpoint: an authenticator needs a scheme and authenticate()',
+      );
+    }
+    if (schemes.has(scheme.toLowerCase())) {
+      throw new SvcConfigurationError(
+        `createTokenEndpoint: two caller authenticators handle the scheme ${scheme}`,
+      );
+    }
+    schemes.add(scheme.toLowerCase());
+  }
+  return [...list];
+}
+
+/** Why a body was not read completely. */
+type BodyReadFailure = 'too_large' | 'timeout';
+
+function declaredLength(request: Request): number | undefined {
+  const header = request.headers.get('Content-Length');
+  return header !== null && /^[0-9]{1,16}$/.test(header) ? Number(header) : undefined;
+}
+
+function cancelQuietly(request: Request): void {
+  try {
+    request.body?.cancel().catch(() => {});
+  } catch {
+    // Already locked or consumed: nothing left to release.
+  }
+}
+
+/**
+ * Reads at most `maxBytes` of the body. Stops (and cancels the stream) as soon as more arrives,
+ * refuses up front when `Content-Length` already says too much, and gives up after `timeoutMs`,
+ * so a lying or stalled sender costs at most the limit in memory and the timeout in time.
+ */
+export async function readBoundedBody(
+  request: Request,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<Uint8Array | BodyReadFailure> {
+  const declared = declaredLength(request);
+  if (declared !== undefined && declared > maxBytes) {
+    cancelQuietly(request);
+    return 'too_large';
+  }
+  if (request.body === null) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+  });
+  try {
+    while (true) {
+      const next = await Promise.race([reader.read(), expired]);
+      if (next === 'timeout') {
+        reader.cancel().catch(() => {});
+        return 'timeout';
+      }
+      if (next.done) break;
+      const chunk = next.value;
+      total += chunk.byteLength;
+      if (total > maxBytes) {
+        reader.cancel().catch(() => {});
+        return 'too_large';
+      }
+      chunks.push(chunk);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  const body = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}
+
+function isNonEmptyString(value: unknown, maxLength: number): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= maxLength;
+}
+
+function issue(
+  message: string,
+  path: string | number,
+  ...rest: (string | number)[]
+): ValidationIssue {
+  return { message, path: [path, ...rest] };
+}
+
+function scopeIssues(scopes: unknown): ValidationIssue[] {
+  if (!Array.isArray(scopes) || scopes.length === 0) {
+    return [issue('scopes must be a non-empty array of strings', 'scopes')];
+  }
+  if (scopes.length > MAX_TOKEN_REQUEST_SCOPES) {
+    return [issue(`at most ${MAX_TOKEN_REQUEST_SCOPES} scopes may be requested`, 'scopes')];
+  }
+  const issues: ValidationIssue[] = [];
+  scopes.forEach((scope, index) => {
+    if (!isNonEmptyString(scope, MAX_TOKEN_REQUEST_ID_LENGTH)) {
+      issues.push(
+        issue(
+          `a scope must be a non-empty string of at most ${MAX_TOKEN_REQUEST_ID_LENGTH} characters`,
+          'scopes',
+          index,
+        ),
+      );
+    }
+  });
+  return issues;
+}
+
+function fieldIssues(body: Record<string, unknown>): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (typeof body.callerServiceId !== 'string' || body.callerServiceId.length === 0) {
+    issues.push(issue('callerServiceId must be a non-empty string', 'callerServiceId'));
+  }
+  if (!isNonEmptyString(body.targetServiceId, MAX_TOKEN_REQUEST_ID_LENGTH)) {
+    issues.push(
+      issue(
+        `targetServiceId must be a non-empty string of at most ${MAX_TOKEN_REQUEST_ID_LENGTH} characters`,
+        'targetServiceId',
+      ),
+    );
+  }
+  issues.push(...scopeIssues(body.scopes));
+  if (
+    body.abilityId !== undefined &&
+    !isNonEmptyString(body.abilityId, MAX_TOKEN_REQUEST_ID_LENGTH * 2)
+  ) {
+    issues.push(issue('abilityId must be a non-empty string', 'abilityId'));
+  }
+  if (
+    body.ttlSeconds !== undefined &&
+    (typeof body.ttlSeconds !== 'number' || !Number.isSafeInteger(body.ttlSeconds) ||
+      body.ttlSeconds <= 0)
+  ) {
+    issues.push(issue('ttlSeconds must be a positive integer', 'ttlSeconds'));
+  }
+  return issues;
+}
+
+/** Copies only the accepted members: nothing else a caller sends can reach the issuer. */
+function acceptedMembers(body: Record<string, unknown>): TokenRequestBody {
+  const accepted: TokenRequestBody = {
+    callerServiceId: body.callerServiceId as string,
+    targetServiceId: body.targetServiceId as string,
+    scopes: [...(body.scopes as string[])],
+  };
+  if (body.abilityId !== undefined) accepted.abilityId = body.abilityId as string;
+  if (body.ttlSeconds !== undefined) accepted.ttlSeconds = body.ttlSeconds as number;
+  return accepted;
+}
+
+function parseJsonObject(bytes: Uint8Array): Record<string, unknown> | undefined {
+  try {
+    const value = JSON.parse(strictUtf8.decode(bytes));
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Builds the token endpoint handler. The returned function answers one request; the plane
+ * passes the request id it assigned (echoed in problem bodies; the plane sets the header).
+ */
+export function createTokenEndpoint(
+  options: TokenEndpointOptions,
+): (request: Request, requestId: string) => Promise<Response> {
+  const authenticators = checkAuthenticators(options.authenticators);
+  const maxBodyBytes = positiveInteger(
+    options.maxBodyBytes,
+    DEFAULT_TOKEN_REQUEST_MAX_BODY_BYTES,
+    'maxBodyBytes',
+  );
+  const bodyTimeoutMs = positiveInteger(
+    options.bodyTimeoutMs,
+    DEFAULT_TOKEN_REQUEST_BODY_TIMEOUT_MS,
+    'bodyTimeoutMs',
+  );
+  if (typeof options.issue !== 'function') {
+    throw new SvcConfigurationError('createTokenEndpoint: `issue` must be a function');
+  }
+  const challenge = combinedChallenge(authenticators);
+
+  const refuse = (
+    requestId: string,
+    init: {
+      status: number;
+      detail: string;
+      reason: string;
+      code?: 'capability_auth' | 'ability_validation' | 'internal';
+      issues?: ValidationIssue[];
+      headers?: Record<string, string>;
+    },
+  ): Response =>
+    problemResponse({
+      status: init.status,
+      code: init.code ?? 'internal',
+      detail: init.detail,
+      reason: init.reason,
+      retryable: init.status === 408,
+      requestId,
+      ...(init.issues !== undefined ? { issues: init.issues } : {}),
+      headers: { ...NO_STORE_HEADERS, ...init.headers },
+    });
+
+  // One body for every caller-auth refusal: the failed check goes to the log, not to the caller,
+  // so an unknown client and a bad signature cannot be told apart.
+  const unauthenticated = (requestId: string): Response =>
+    refuse(requestId, {
+      status: 401,
+      code: 'capability_auth',
+      detail: 'The token request could not be authenticated',
+      reason: CALLER_UNAUTHENTICATED_REASON,
+      ...(challenge.length > 0 ? { headers: { 'WWW-Authenticate': challenge } } : {}),
+    });
+
+  const forbidden = (requestId: string, reason: string, detail: string): Response =>
+    problemFromError(
+      new CapabilityAuthError(detail, { status: 403, reason }),
+      requestId,
+      NO_STORE_HEADERS,
+    );
+
+  async function handle(request: Request, requestId: string): Promise<Response> {
+    if (request.method !== 'POST') {
+      cancelQuietly(request);
+      return refuse(requestId, {
+        status: 405,
+        detail: 'The token endpoint accepts POST only',
+        reason: 'method_not_allowed',
+        headers: { Allow: 'POST' },
+      });
+    }
+    if (authenticators.length === 0) {
+      cancelQuietly(request);
+      options.log({ event: CALLER_AUTH_NOT_CONFIGURED_EVENT, level: 'warn', requestId });
+      return unauthenticated(requestId);
+    }
+    const body = await readBoundedBody(request, maxBodyBytes, bodyTimeoutMs);
+    if (body === 'too_large') {
+      return refuse(requestId, {
+        status: 413,
+        detail: `The body exceeds ${maxBodyBytes} bytes`,
+        reason: 'body_too_large',
+      });
+    }
+    if (body === 'timeout') {
+      return refuse(requestId, {
+        status: 408,
+        detail: 'The body did not arrive in time',
+        reason: 'body_timeout',
+      });
+    }
+    let caller: AuthenticatedCaller;
+    try {
+      caller = await authenticateTokenRequest(request, body, authenticators, {
+        issuer: options.issuer,
+        requestId,
+      });
+    } catch (error) {
+      if (error instanceof CallerAuthError) return unauthenticated(requestId);
+      throw error;
+    }
+    const parsed = parseJsonObject(body);
+    if (parsed === undefined) {
+      return refuse(requestId, {
+        status: 400,
+        code: 'ability_validation',
+        detail: 'The token request body must be a JSON object',
+        reason: 'invalid_token_request',
+        issues: [{ message: 'expected a JSON object' }],
+      });
+    }
+    if (Object.hasOwn(parsed, 'subject')) {
+      return forbidden(
+        requestId,
+        'subject_not_allowed',
+        'A caller may not assert a delegated subject',
+      );
+    }
+    const issues = fieldIssues(parsed);
+    if (issues.length > 0) {
+      return refuse(requestId, {
+        status: 400,
+        code: 'ability_validation',
+        detail: 'The token request body is invalid',
+        reason: 'invalid_token_request',
+        issues,
+      });
+    }
+    const accepted = acceptedMembers(parsed);
+    if (accepted.callerServiceId !== caller.serviceId) {
+      return forbidden(
+        requestId,
+        'caller_mismatch',
+        'callerServiceId is not the authenticated caller',
+      );
+    }
+    const issued = await options.issue(caller, accepted, { requestId, signal: request.signal });
+    return tokenResponse(issued);
+  }
+
+  return async (request, requestId) => {
+    try {
+      return await handle(request, requestId);
+    } catch (error) {
+      return problemFromError(error, requestId, NO_STORE_HEADERS);
+    }
+  };
+}
+
+function tokenResponse(issued: IssuedToken): Response {
+  const expiresAtMs = issued.expiresAt.getTime();
+  const body = {
+    token: issued.token,
+    tokenType: CAPABILITY_TOKEN_TYPE,
+    expiresAt: issued.expiresAt.toISOString(),
+    expiresIn: Math.max(0, Math.floor((expiresAtMs - Date.now()) / 1000)),
+    scopes: [...issued.scopes],
+  };
+  return new Response(JSON.stringify(body), {
+    status: 200,
+    headers: { 'Content-Type': 'application/json', ...NO_STORE_HEADERS },
+  });
+}

@@ -1,0 +1,127 @@
+/**
+ * The caller-side capability-token cache shared by the shipped token requesters.
+ *
+ * Keys follow the contract (Delegation r4): caller id, target service id, ability id, normalised
+ * scopes (sorted, unique), the requested TTL and the complete delegated subject including its
+ * kind. A token is renewed before it expires: once less than a third of its lifetime, or less
+ * than 30 s, remains. Concurrent requests for one key share one fetch; a failure is never cached.
+ *
+ * @module
+ */
+
+/** Renew when less than this much of a token's lifetime remains, whatever the lifetime. */
+export const TOKEN_RENEWAL_MARGIN_MS = 30_000;
+/** Most tokens one requester keeps. */
+export const MAX_CACHED_CAPABILITY_TOKENS = 1024;
+
+/** What identifies one cacheable token. */
+export interface CapabilityTokenCacheKeyInput {
+  callerServiceId: string;
+  targetServiceId: string;
+  abilityId?: string;
+  scopes: readonly string[];
+  ttlSeconds?: number;
+  /** A delegated subject (in-process requesters only; the shipped HTTP/RPC ones refuse it). */
+  subject?: { id: string; kind?: string; orgId?: string };
+}
+
+/** Scopes as the cache key and the request carry them: sorted, duplicates removed. */
+export function normalizeRequestedScopes(scopes: readonly string[]): string[] {
+  return [...new Set(scopes)].sort();
+}
+
+/** The cache key of a token request. */
+export function capabilityTokenCacheKey(input: CapabilityTokenCacheKeyInput): string {
+  const subject = input.subject === undefined
+    ? null
+    : [input.subject.id, input.subject.kind ?? null, input.subject.orgId ?? null];
+  return JSON.stringify([
+    input.callerServiceId,
+    input.targetServiceId,
+    input.abilityId ?? null,
+    normalizeRequestedScopes(input.scopes),
+    input.ttlSeconds ?? null,
+    subject,
+  ]);
+}
+
+/** A token just obtained and how long it lives, measured from when it was received. */
+export interface FetchedCapabilityToken {
+  token: string;
+  /** Lifetime in milliseconds from receipt. */
+  lifetimeMs: number;
+}
+
+interface CachedToken {
+  token: string;
+  renewAtMs: number;
+  expiresAtMs: number;
+}
+
+/** A token cache with single-flight fetching. */
+export interface CapabilityTokenCache {
+  /** The cached token for `key` while it is fresh, else the result of one shared `fetchToken`. */
+  get(key: string, fetchToken: () => Promise<FetchedCapabilityToken>): Promise<string>;
+  /** Forgets every cached token. */
+  clear(): void;
+}
+
+function renewalPoint(receivedAtMs: number, lifetimeMs: number): number {
+  const margin = Math.max(lifetimeMs / 3, TOKEN_RENEWAL_MARGIN_MS);
+  return receivedAtMs + lifetimeMs - margin;
+}
+
+/** Creates a token cache. `now` (milliseconds) is injectable for tests. */
+export function createCapabilityTokenCache(
+  options: { now?: () => number; maxEntries?: number } = {},
+): CapabilityTokenCache {
+  const now = options.now ?? Date.now;
+  const maxEntries = options.maxEntries ?? MAX_CACHED_CAPABILITY_TOKENS;
+  const tokens = new Map<string, CachedToken>();
+  const inFlight = new Map<string, Promise<string>>();
+
+  function makeRoom(): void {
+    const current = now();
+    for (const [key, entry] of tokens) {
+      if (entry.expiresAtMs <= current) tokens.delete(key);
+    }
+    // Oldest first: a Map iterates in insertion order.
+    for (const key of tokens.keys()) {
+      if (tokens.size < maxEntries) break;
+      tokens.delete(key);
+    }
+  }
+
+  async function fetchAndStore(
+    key: string,
+    fetchToken: () => Promise<FetchedCapabilityToken>,
+  ): Promise<string> {
+    const fetched = await fetchToken();
+    const receivedAtMs = now();
+    if (fetched.lifetimeMs > 0) {
+      tokens.delete(key);
+      if (tokens.size >= maxEntries) makeRoom();
+      tokens.set(key, {
+        token: fetched.token,
+        renewAtMs: renewalPoint(receivedAtMs, fetched.lifetimeMs),
+        expiresAtMs: receivedAtMs + fetched.lifetimeMs,
+      });
+    }
+    return fetched.token;
+  }
+
+  return {
+    get(key, fetchToken) {
+      const cached = tokens.get(key);
+      if (cached !== undefined && now() < cached.renewAtMs) return Promise.resolve(cached.token);
+      const pending = inFlight.get(key);
+      if (pending !== undefined) return pending;
+      const started = fetchAndStore(key, fetchToken).finally(() => inFlight.delete(key));
+      inFlight.set(key, started);
+      return started;
+    },
+    clear() {
+      tokens.clear();
+    },
+  };
+}

@@ -1,0 +1,470 @@
+/**
+ * The three shipped token requesters: how a service obtains capability tokens from the control
+ * plane for its calls to other services.
+ *
+ * - {@link controlPlaneHmacTokenRequester}: shared-secret fallback over HTTP.
+ * - {@link controlPlaneJwkTokenRequester}: request-bound ES256 assertions over HTTP; the tokens are
+ *   bound to the caller key, and the requester carries the matching proof signer.
+ * - {@link controlPlaneRpcTokenRequester}: a Workers service binding to the plane (same account).
+ *
+ * All three cache tokens (see `token-request-cache.ts`), share one fetch between concurrent
+ * sessions, never cache a failure, and refuse locally to send a delegated `subject`: only
+ * control-plane code may assert one.
+ *
+ * @module
+ */
+import { decodeBase64Url } from '../core/base64url.ts';
+import {
+  CapabilityAuthError,
+  hasSvcErrorShape,
+  SvcConfigurationError,
+  type SvcErrorInfo,
+  svcErrorInfo,
+} from '../core/errors.ts';
+import { generateRequestId } from '../core/request-id.ts';
+import type { ProofSigner, TokenRequest, TokenRequester } from './ability-session.ts';
+import { jwkCapabilityProofSigner } from './proof-signer.ts';
+import {
+  capabilityTokenCacheKey,
+  createCapabilityTokenCache,
+  type FetchedCapabilityToken,
+  normalizeRequestedScopes,
+} from './token-request-cache.ts';
+import {
+  checkPrivateP256Jwk,
+  DEFAULT_CONTROL_PLANE_ISSUER,
+  importCallerSigningKey,
+  importHmacClientSecret,
+  isWellFormedClientId,
+  JWK_CALLER_AUTH_SCHEME,
+  signHmacTokenRequest,
+  signJwkTokenRequestAssertion,
+} from './token-request-signing.ts';
+
+/** Path of the control plane's token endpoint. */
+export const CAPABILITY_TOKEN_ENDPOINT_PATH = '/.well-known/svc/capability-token';
+/** Largest token-endpoint response body a requester reads. */
+export const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
+/** Longest error detail kept from a problem body. */
+const MAX_ERROR_DETAIL_LENGTH = 512;
+
+/** A token request as the requesters accept it: the session's request, plus an optional TTL. */
+export interface RequesterTokenRequest extends TokenRequest {
+  /** Requested lifetime in seconds; overrides the requester's `ttlSeconds`. */
+  ttlSeconds?: number;
+}
+
+/** The fetch a requester uses: the global `fetch`, or an in-process plane's `fetch`. */
+export type TokenEndpointFetch = (request: Request) => Promise<Response>;
+
+/** Options of {@link controlPlaneHmacTokenRequester}. */
+export interface ControlPlaneHmacTokenRequesterOptions {
+  /** The HMAC client id registered on the plane. */
+  clientId: string;
+  /** The plane's base URL, or the token endpoint URL itself. */
+  controlPlaneUrl: string | URL;
+  /** The shared secret registered for the client. */
+  clientSecret: string;
+  /** Transport; default the global `fetch`. Pass `plane.fetch` to reach an in-process plane. */
+  fetch?: TokenEndpointFetch;
+  /** Requested token lifetime in seconds; default the plane's. */
+  ttlSeconds?: number;
+}
+
+/** Options of {@link controlPlaneJwkTokenRequester}. */
+export interface ControlPlaneJwkTokenRequesterOptions {
+  /** The JWK client id registered on the plane. */
+  clientId: string;
+  /** The plane's base URL, or the token endpoint URL itself. */
+  controlPlaneUrl: string | URL;
+  /** The `kid` under which the public half of `privateJwk` is registered. */
+  keyId: string;
+  /** The caller's private P-256 JWK. */
+  privateJwk: JsonWebKey;
+  /** The plane's issuer, the audience of the assertions; default `control-plane`. */
+  issuer?: string;
+  /** Transport; default the global `fetch`. Pass `plane.fetch` to reach an in-process plane. */
+  fetch?: TokenEndpointFetch;
+  /** Requested token lifetime in seconds; default the plane's. */
+  ttlSeconds?: number;
+}
+
+/** The plane-side entrypoint a service binding exposes for token requests. */
+export interface CapabilityTokenBinding {
+  requestCapabilityToken(request: {
+    callerServiceId: string;
+    targetServiceId: string;
+    scopes: string[];
+    abilityId?: string;
+    ttlSeconds?: number;
+  }): Promise<unknown>;
+}
+
+/** Options of {@link controlPlaneRpcTokenRequester}. */
+export interface ControlPlaneRpcTokenRequesterOptions {
+  /** The service binding to the plane's token entrypoint. */
+  binding: CapabilityTokenBinding;
+  /** This service's id; the entrypoint pins it, so it must match what the plane expects. */
+  callerServiceId: string;
+  /** Requested token lifetime in seconds; default the plane's. */
+  ttlSeconds?: number;
+}
+
+function refuseConfig(label: string, message: string): never {
+  throw new SvcConfigurationError(`${label}: ${message}`, { reason: 'invalid_token_requester' });
+}
+
+function checkTtl(label: string, ttl: unknown): number | undefined {
+  if (ttl === undefined) return undefined;
+  if (typeof ttl !== 'number' || !Number.isSafeInteger(ttl) || ttl <= 0) {
+    refuseConfig(label, '`ttlSeconds` must be a positive integer');
+  }
+  return ttl;
+}
+
+function checkFetch(label: string, fetchOption: unknown): TokenEndpointFetch {
+  if (fetchOption === undefined) return (request) => fetch(request);
+  if (typeof fetchOption !== 'function') refuseConfig(label, '`fetch` must be a function');
+  return fetchOption as TokenEndpointFetch;
+}
+
+/**
+ * The token endpoint URL for a plane base URL: the base itself when it already ends with the
+ * endpoint path, otherwise the endpoint path appended to the base path (a plane mounted under a
+ * prefix keeps its prefix). Query and fragment of the base are dropped.
+ */
+export function capabilityTokenEndpointUrl(controlPlaneUrl: string | URL): URL {
+  const url = new URL(String(controlPlaneUrl));
+  url.search = '';
+  url.hash = '';
+  if (!url.pathname.endsWith(CAPABILITY_TOKEN_ENDPOINT_PATH)) {
+    url.pathname = `${url.pathname.replace(/\/+$/, '')}${CAPABILITY_TOKEN_ENDPOINT_PATH}`;
+  }
+  return url;
+}
+
+function endpointFor(label: string, controlPlaneUrl: unknown): URL {
+  try {
+    return capabilityTokenEndpointUrl(controlPlaneUrl as string | URL);
+  } catch {
+    return refuseConfig(label, '`controlPlaneUrl` must be an absolute URL');
+  }
+}
+
+/** Refuses, before anything is sent, a request that carries a delegated subject. */
+function refuseSubject(request: unknown): void {
+  if ((request as { subject?: unknown } | null)?.subject !== undefined) {
+    throw new CapabilityAuthError(
+      'A token requester may not assert a delegated subject; only control-plane code can',
+      { status: 403, reason: 'subject_not_allowed' },
+    );
+  }
+}
+
+/** A request reduced to what is sent and cached: scopes normalised, TTL resolved. */
+interface PreparedRequest {
+  callerServiceId: string;
+  targetServiceId: string;
+  scopes: string[];
+  abilityId?: string;
+  ttlSeconds?: number;
+}
+
+function prepare(request: RequesterTokenRequest, defaultTtl: number | undefined): PreparedRequest {
+  refuseSubject(request);
+  if (!Array.isArray(request?.scopes)) {
+    throw new SvcConfigurationError('A token request needs a scopes array', {
+      reason: 'invalid_token_request',
+    });
+  }
+  const prepared: PreparedRequest = {
+    callerServiceId: request.callerServiceId,
+    targetServiceId: request.targetServiceId,
+    scopes: normalizeRequestedScopes(request.scopes),
+  };
+  if (request.abilityId !== undefined) prepared.abilityId = request.abilityId;
+  const ttl = request.ttlSeconds ?? defaultTtl;
+  if (ttl !== undefined) prepared.ttlSeconds = ttl;
+  return prepared;
+}
+
+/** An error carrying the taxonomy fields of a failed token request, as a plain `Error`. */
+function tokenRequestError(
+  message: string,
+  info: SvcErrorInfo,
+  extra: { requestId?: string; cause?: unknown } = {},
+): Error {
+  const error = new Error(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
+  error.name = 'CapabilityTokenRequestError';
+  Object.assign(error, info);
+  if (extra.requestId !== undefined) Object.assign(error, { requestId: extra.requestId });
+  return error;
+}
+
+/**
+ * Rebuilds a token endpoint error response as a plain error carrying `code`, `status`,
+ * `retryable` and `reason` from its problem body, re-validated with `svcErrorInfo` so the plane
+ * (or anything between) cannot make a refusal look retryable. A body without the taxonomy is
+ * classified `internal` with the HTTP status.
+ */
+export function tokenEndpointFailure(httpStatus: number, body: unknown, requestId?: string): Error {
+  const info = hasSvcErrorShape(body)
+    ? svcErrorInfo(body)
+    : svcErrorInfo({ code: 'internal', status: httpStatus });
+  const detail = (body as { detail?: unknown } | null)?.detail;
+  const message = typeof detail === 'string' && detail.length > 0
+    ? detail.slice(0, MAX_ERROR_DETAIL_LENGTH)
+    : `Capability token request failed with HTTP ${httpStatus}`;
+  return tokenRequestError(message, info, requestId !== undefined ? { requestId } : {});
+}
+
+function invalidResponse(requestId?: string): Error {
+  return tokenRequestError(
+    'The control plane answered a token request with an invalid body',
+    { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
+    requestId !== undefined ? { requestId } : {},
+  );
+}
+
+async function readBoundedText(response: Response): Promise<string | undefined> {
+  if (response.body === null) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_TOKEN_RESPONSE_BYTES) {
+      reader.cancel().catch(() => {});
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+function parseJson(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `exp - iat` of a token, read without verifying it, as a fallback lifetime. */
+function claimedLifetimeMs(token: string): number | undefined {
+  const bytes = decodeBase64Url(token.split('.')[1] ?? '');
+  if (bytes === undefined) return undefined;
+  const claims = parseJson(new TextDecoder().decode(bytes)) as { exp?: unknown; iat?: unknown };
+  return typeof claims?.exp === 'number' && typeof claims.iat === 'number'
+    ? (claims.exp - claims.iat) * 1000
+    : undefined;
+}
+
+/**
+ * A token and its lifetime from a token response (`{ token, expiresIn?, expiresAt? }`) or a bare
+ * token string. Lifetimes are relative, so the caller's clock never needs to agree with the
+ * plane's; a response without one falls back to the token's own `exp - iat`.
+ */
+function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapabilityToken {
+  const record = (typeof value === 'string' ? { token: value } : value) as
+    | Record<string, unknown>
+    | null
+    | undefined;
+  const token = record?.token;
+  if (typeof token !== 'string' || token.length === 0) throw invalidResponse(requestId);
+  const expiresIn = record!.expiresIn;
+  let lifetimeMs: number | undefined;
+  if (typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn >= 0) {
+    lifetimeMs = expiresIn * 1000;
+  } else {
+    lifetimeMs = claimedLifetimeMs(token);
+  }
+  return { token, lifetimeMs: lifetimeMs ?? 0 };
+}
+
+async function postTokenRequest(
+  endpoint: URL,
+  fetchToken: TokenEndpointFetch,
+  body: string,
+  headers: Record<string, string>,
+  requestId: string,
+): Promise<FetchedCapabilityToken> {
+  let response: Response;
+  try {
+    response = await fetchToken(
+      new Request(endpoint, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', ...headers },
+        body,
+      }),
+    );
+  } catch (cause) {
+    throw tokenRequestError(
+      'The control plane could not be reached for a capability token',
+      { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
+      { requestId, cause },
+    );
+  }
+  const parsed = parseJson(await readBoundedText(response));
+  if (!response.ok) throw tokenEndpointFailure(response.status, parsed, requestId);
+  return fetchedTokenFrom(parsed, requestId);
+}
+
+/** Wraps a fetch-one-token function with the cache and the local subject refusal. */
+function cachingRequester(
+  defaultTtl: number | undefined,
+  fetchOne: (request: PreparedRequest) => Promise<FetchedCapabilityToken>,
+): TokenRequester {
+  const cache = createCapabilityTokenCache();
+  return async (request: RequesterTokenRequest) => {
+    const prepared = prepare(request, defaultTtl);
+    return await cache.get(capabilityTokenCacheKey(prepared), () => fetchOne(prepared));
+  };
+}
+
+/**
+ * Requests tokens from the plane's token endpoint with HMAC caller authentication (the
+ * shared-secret fallback; prefer {@link controlPlaneJwkTokenRequester}). The secret is imported
+ * once; each request gets a fresh `X-Request-Id` and timestamp.
+ */
+export function controlPlaneHmacTokenRequester(
+  options: ControlPlaneHmacTokenRequesterOptions,
+): TokenRequester {
+  const label = 'controlPlaneHmacTokenRequester';
+  if (!isWellFormedClientId(options?.clientId)) refuseConfig(label, '`clientId` is malformed');
+  if (typeof options.clientSecret !== 'string' || options.clientSecret.length === 0) {
+    refuseConfig(label, '`clientSecret` must be a non-empty string');
+  }
+  const endpoint = endpointFor(label, options.controlPlaneUrl);
+  const fetchToken = checkFetch(label, options.fetch);
+  const ttl = checkTtl(label, options.ttlSeconds);
+  let key: Promise<CryptoKey> | undefined;
+  return cachingRequester(ttl, async (request) => {
+    const body = JSON.stringify(request);
+    const requestId = generateRequestId();
+    const headers = await signHmacTokenRequest({
+      clientId: options.clientId,
+      clientSecret: await (key ??= importHmacClientSecret(options.clientSecret, label)),
+      url: endpoint,
+      body,
+      requestId,
+    });
+    return await postTokenRequest(endpoint, fetchToken, body, headers, requestId);
+  });
+}
+
+/**
+ * Requests tokens from the plane's token endpoint with a request-bound ES256 assertion. The
+ * plane binds every token to this key (`cnf.jkt`), so the requester carries
+ * `proveTokenPossession = jwkCapabilityProofSigner({ privateJwk })`, which sessions use
+ * automatically. `issuer` must equal the plane's issuer (its `issuer` option, else its `id`,
+ * else `control-plane`).
+ */
+export function controlPlaneJwkTokenRequester(
+  options: ControlPlaneJwkTokenRequesterOptions,
+): TokenRequester & { proveTokenPossession: ProofSigner } {
+  const label = 'controlPlaneJwkTokenRequester';
+  if (!isWellFormedClientId(options?.clientId)) refuseConfig(label, '`clientId` is malformed');
+  if (typeof options.keyId !== 'string' || options.keyId.length === 0) {
+    refuseConfig(label, '`keyId` must be a non-empty string');
+  }
+  checkPrivateP256Jwk(options.privateJwk, label);
+  const issuer = options.issuer ?? DEFAULT_CONTROL_PLANE_ISSUER;
+  if (typeof issuer !== 'string' || issuer.length === 0) {
+    refuseConfig(label, '`issuer` must be a non-empty string');
+  }
+  const endpoint = endpointFor(label, options.controlPlaneUrl);
+  const fetchToken = checkFetch(label, options.fetch);
+  const ttl = checkTtl(label, options.ttlSeconds);
+  let key: Promise<CryptoKey> | undefined;
+  const requester = cachingRequester(ttl, async (request) => {
+    const body = JSON.stringify(request);
+    const requestId = generateRequestId();
+    key ??= importCallerSigningKey(options.privateJwk, label).then((imported) =>
+      imported.privateKey
+    );
+    const assertion = await signJwkTokenRequestAssertion({
+      clientId: options.clientId,
+      keyId: options.keyId,
+      privateKey: await key,
+      audience: issuer,
+      url: endpoint,
+      body,
+      requestId,
+    });
+    const headers = {
+      Authorization: `${JWK_CALLER_AUTH_SCHEME} ${assertion}`,
+      'X-Request-Id': requestId,
+    };
+    return await postTokenRequest(endpoint, fetchToken, body, headers, requestId);
+  });
+  return Object.assign(requester, {
+    proveTokenPossession: jwkCapabilityProofSigner({ privateJwk: options.privateJwk }),
+  });
+}
+
+function receivedErrorAsTokenFailure(error: unknown): unknown {
+  if (!hasSvcErrorShape(error)) return error;
+  const message = typeof (error as { message?: unknown }).message === 'string'
+    ? (error as { message: string }).message.slice(0, MAX_ERROR_DETAIL_LENGTH)
+    : 'Capability token request failed';
+  return tokenRequestError(message, svcErrorInfo(error));
+}
+
+/**
+ * Requests tokens over a private Workers service binding to the plane (same-account callers).
+ * No assertion is sent and replay does not apply: the caller identity is pinned by the plane's
+ * binding entrypoint, which must mint for its own configured caller and ignore any other claim
+ * of identity. A session request naming another caller than `callerServiceId` is refused
+ * locally. The entrypoint may answer with the token string or `{ token, expiresIn?,
+ * expiresAt? }`; errors it throws keep their taxonomy fields.
+ */
+export function controlPlaneRpcTokenRequester(
+  options: ControlPlaneRpcTokenRequesterOptions,
+): TokenRequester {
+  const label = 'controlPlaneRpcTokenRequester';
+  const binding = options?.binding;
+  if (
+    binding === null || (typeof binding !== 'object' && typeof binding !== 'function') ||
+    typeof (binding as { requestCapabilityToken?: unknown }).requestCapabilityToken !== 'function'
+  ) {
+    refuseConfig(label, '`binding` must expose requestCapabilityToken()');
+  }
+  if (typeof options.callerServiceId !== 'string' || options.callerServiceId.length === 0) {
+    refuseConfig(label, '`callerServiceId` must be a non-empty string');
+  }
+  const ttl = checkTtl(label, options.ttlSeconds);
+  return cachingRequester(ttl, async (request) => {
+    if (
+      request.callerServiceId !== undefined && request.callerServiceId !== options.callerServiceId
+    ) {
+      throw new CapabilityAuthError(
+        `This requester obtains tokens for ${options.callerServiceId} only`,
+        { status: 403, reason: 'caller_mismatch' },
+      );
+    }
+    let answer: unknown;
+    try {
+      answer = await binding.requestCapabilityToken({
+        ...request,
+        callerServiceId: options.callerServiceId,
+      });
+    } catch (error) {
+      throw receivedErrorAsTokenFailure(error);
+    }
+    return fetchedTokenFrom(answer);
+  });
+}
