@@ -1,0 +1,594 @@
+/**
+ * The control plane's catalog: the configured service endpoints and, per target, its accepted
+ * discovery document.
+ *
+ * Three properties hold it together:
+ *
+ * - **One logical catalog.** `services(context)` may read runtime bindings from the context, but
+ *   nothing here is keyed by caller: every caller sees the same endpoints and documents.
+ * - **Per-target isolation.** A target's discovery has its own timeout, and its failure refuses
+ *   only that target. A hung service never delays another target beyond its own resolution.
+ * - **Fail closed, never cache a failure.** An unreachable or rejected target is an error every
+ *   time until it answers; only accepted documents are cached, for `cacheTtlSeconds`.
+ *
+ * Refusals:
+ *
+ * | condition | error |
+ * |---|---|
+ * | `services(context)` throws, hangs past the discovery timeout or returns an invalid set | `SvcInternalError` 500 `catalog_unavailable` |
+ * | target id not configured | `CapabilityAuthError` 403 `unknown_target` |
+ * | document `id` or `capabilities.serviceId` differs from the endpoint id | `CapabilityAuthError` 403 `unknown_target` (the registry does not accept it, so no service by that id is known) |
+ * | request failed, timed out, or answered other than 200 | `SvcInternalError` 500 `target_unreachable` |
+ * | body too large, not UTF-8 JSON, or refused by `parseServiceDiscoveryDocument` | `SvcInternalError` 500 `target_discovery_rejected` |
+ *
+ * Messages name the target but never carry the underlying network error or parser detail (they
+ * can reveal internal addresses); those go to the log as `svc.catalog.target_failed`.
+ *
+ * @module
+ */
+import { CapabilityAuthError, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
+import { MAX_SVC_TIMEOUT_MS } from '../core/deadline.ts';
+import { createEventLog, describeErrorForLog, type SvcLogOption } from '../core/logging.ts';
+import {
+  parseServiceDiscoveryDocument,
+  type ServiceDiscoveryDocument,
+} from '../service/discovery.ts';
+import { type ServiceEndpoint, validateServiceEndpoint } from './endpoints.ts';
+import {
+  type DiscoveryPurpose,
+  isValidRegistryCacheTtl,
+  type RegistryCache,
+  type ResolvedDiscoveryCaches,
+} from './registry-cache.ts';
+
+/** The `services` option: a fixed endpoint list, or a function of the runtime context. */
+export type ServicesOption =
+  | ServiceEndpoint[]
+  | ((context: unknown) => ServiceEndpoint[] | Promise<ServiceEndpoint[]>);
+
+/** A target whose discovery document was accepted. */
+export interface ResolvedTarget {
+  /** The configured endpoint: the identity authority. */
+  endpoint: ServiceEndpoint;
+  /** Its accepted (deeply frozen) discovery document. */
+  document: ServiceDiscoveryDocument;
+}
+
+/** One target that could not be resolved in {@link Catalog.all}. */
+export interface CatalogTargetFailure {
+  /** The target's service id. */
+  id: string;
+  /** The typed error that target would have been refused with. */
+  error: Error;
+}
+
+/** Per-resolution details that do not change what is resolved. */
+export interface CatalogResolveOptions {
+  /** Propagated to the service's discovery request as `X-Request-Id`, and into log events. */
+  requestId?: string;
+}
+
+/** The catalog built by {@link createCatalog}. */
+export interface Catalog {
+  /** The configured endpoints by id; fails closed with 500 `catalog_unavailable`. */
+  endpoints(context: unknown): Promise<Map<string, ServiceEndpoint>>;
+  /** Resolves only that target's discovery document (see the module table for refusals). */
+  target(
+    targetServiceId: string,
+    context: unknown,
+    purpose: DiscoveryPurpose,
+    options?: CatalogResolveOptions,
+  ): Promise<ResolvedTarget>;
+  /** Resolves every target in parallel, each with its own timeout; failures are isolated. */
+  all(
+    context: unknown,
+    purpose: DiscoveryPurpose,
+    options?: CatalogResolveOptions,
+  ): Promise<{ targets: ResolvedTarget[]; failures: CatalogTargetFailure[] }>;
+}
+
+/** Options of {@link createCatalog}. */
+export interface CatalogOptions {
+  /** The configured endpoints. */
+  services: ServicesOption;
+  /** One cache (or none) per purpose, from `resolveDiscoveryCaches`. */
+  caches: ResolvedDiscoveryCaches;
+  /** Bound on one target's discovery (request and body), and on `services(context)`. Default 5000. */
+  discoveryTimeoutMs?: number;
+  /** How long an accepted document stays cached. Default 60. */
+  cacheTtlSeconds?: number;
+  /** Event sink for catalog failures. */
+  log?: SvcLogOption;
+}
+
+/** Bound on one target's discovery when `discoveryTimeoutMs` is not given. */
+export const DEFAULT_DISCOVERY_TIMEOUT_MS = 5000;
+
+/** How long an accepted discovery document is cached when `cacheTtlSeconds` is not given. */
+export const DEFAULT_DISCOVERY_CACHE_TTL_SECONDS = 60;
+
+/** The largest discovery document body read; a larger one is rejected. */
+export const MAX_DISCOVERY_DOCUMENT_BYTES = 4 * 1024 * 1024;
+
+/** The registry cache key of a target's discovery snapshot. */
+export function discoveryCacheKey(targetServiceId: string): string {
+  return `svc:discovery:v1:${targetServiceId}`;
+}
+
+const PURPOSES: ReadonlySet<string> = new Set(['token', 'openapi', 'default']);
+
+function validateTimeoutMs(value: unknown): number {
+  if (value === undefined) return DEFAULT_DISCOVERY_TIMEOUT_MS;
+  if (
+    typeof value !== 'number' || !Number.isInteger(value) || value < 1 ||
+    value > MAX_SVC_TIMEOUT_MS
+  ) {
+    throw new SvcConfigurationError(
+      `createCatalog: \`discoveryTimeoutMs\` must be an integer from 1 to ${MAX_SVC_TIMEOUT_MS}`,
+      { reason: 'invalid_catalog_option' },
+    );
+  }
+  return value;
+}
+
+function validateTtl(value: unknown): number {
+  if (value === undefined) return DEFAULT_DISCOVERY_CACHE_TTL_SECONDS;
+  if (!isValidRegistryCacheTtl(value)) {
+    throw new SvcConfigurationError(
+      'createCatalog: `cacheTtlSeconds` must be a positive number of seconds (at most a year)',
+      { reason: 'invalid_catalog_option' },
+    );
+  }
+  return value;
+}
+
+function validateCaches(value: unknown): ResolvedDiscoveryCaches {
+  if (value === null || typeof value !== 'object') {
+    throw new SvcConfigurationError(
+      'createCatalog: `caches` must come from resolveDiscoveryCaches',
+      { reason: 'invalid_catalog_option' },
+    );
+  }
+  return value as ResolvedDiscoveryCaches;
+}
+
+function catalogUnavailable(): SvcInternalError {
+  return new SvcInternalError('The service catalog is unavailable', {
+    reason: 'catalog_unavailable',
+  });
+}
+
+function unknownTarget(targetServiceId: string): CapabilityAuthError {
+  return new CapabilityAuthError(`Unknown target service "${targetServiceId}"`, {
+    status: 403,
+    reason: 'unknown_target',
+  });
+}
+
+function targetUnreachable(targetServiceId: string): SvcInternalError {
+  return new SvcInternalError(`Target service "${targetServiceId}" is unreachable`, {
+    reason: 'target_unreachable',
+  });
+}
+
+function discoveryRejected(targetServiceId: string): SvcInternalError {
+  return new SvcInternalError(
+    `Target service "${targetServiceId}" published a discovery document that is not accepted`,
+    { reason: 'target_discovery_rejected' },
+  );
+}
+
+/** Why a resolution failed, for the log only: never shown to the caller. */
+class DiscoveryFailure extends Error {
+  constructor(readonly refusal: Error, readonly detail: string) {
+    super(detail);
+  }
+}
+
+/**
+ * Builds a checked endpoint map; duplicates and malformed endpoints throw
+ * `SvcConfigurationError`, which callers turn into whatever their phase needs.
+ */
+function endpointMap(list: unknown, label: string): Map<string, ServiceEndpoint> {
+  if (!Array.isArray(list)) {
+    throw new SvcConfigurationError(`${label}: services must be an array of endpoints`);
+  }
+  const map = new Map<string, ServiceEndpoint>();
+  list.forEach((value, index) => {
+    const endpoint = validateServiceEndpoint(value, `${label}: services[${index}]`);
+    if (map.has(endpoint.id)) {
+      throw new SvcConfigurationError(
+        `${label}: services[${index}] repeats the service id "${endpoint.id}"`,
+        { reason: 'duplicate_service_id' },
+      );
+    }
+    map.set(endpoint.id, endpoint);
+  });
+  return map;
+}
+
+/** Settles with `work`, or rejects with `onTimeout()` after `ms` (aborting `controller`). */
+function withDeadline<T>(
+  work: (signal: AbortSignal) => Promise<T>,
+  ms: number,
+  onTimeout: () => Error,
+): Promise<T> {
+  const controller = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  // A racing timeout, not only the abort signal: a peer that ignores the signal must not hold
+  // the resolution past its bound.
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(onTimeout());
+    }, ms);
+  });
+  const running = Promise.resolve().then(() => work(controller.signal));
+  return Promise.race([running, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function readBoundedText(response: Response, targetServiceId: string): Promise<string> {
+  if (response.body === null) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_DISCOVERY_DOCUMENT_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw new DiscoveryFailure(
+        discoveryRejected(targetServiceId),
+        `document larger than ${MAX_DISCOVERY_DOCUMENT_BYTES} bytes`,
+      );
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new DiscoveryFailure(discoveryRejected(targetServiceId), 'document is not UTF-8');
+  }
+}
+
+/**
+ * The registry acceptance rule: the endpoint configuration is the identity authority, so a
+ * document claiming another id (or a catalog naming another service) is not that service.
+ */
+function checkClaimedIdentity(value: unknown, targetServiceId: string): void {
+  if (value === null || typeof value !== 'object') return;
+  const record = value as Record<string, unknown>;
+  if (typeof record.id === 'string' && record.id !== targetServiceId) {
+    throw new DiscoveryFailure(
+      unknownTarget(targetServiceId),
+      `document id "${record.id.slice(0, 128)}" differs from the endpoint id`,
+    );
+  }
+  const capabilities = record.capabilities as Record<string, unknown> | null | undefined;
+  if (capabilities !== null && typeof capabilities === 'object') {
+    const serviceId = capabilities.serviceId;
+    if (typeof serviceId === 'string' && serviceId !== targetServiceId) {
+      throw new DiscoveryFailure(
+        unknownTarget(targetServiceId),
+        `capabilities.serviceId "${serviceId.slice(0, 128)}" differs from the endpoint id`,
+      );
+    }
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}
+
+/** Accepts a received (or cached) document for a target, or throws a {@link DiscoveryFailure}. */
+function acceptDocument(value: unknown, targetServiceId: string): ServiceDiscoveryDocument {
+  checkClaimedIdentity(value, targetServiceId);
+  try {
+    return deepFreeze(parseServiceDiscoveryDocument(value, targetServiceId));
+  } catch (error) {
+    const { message } = describeErrorForLog(error);
+    const refusal = (error as { reason?: unknown } | null)?.reason === 'discovery_service_mismatch'
+      ? unknownTarget(targetServiceId)
+      : discoveryRejected(targetServiceId);
+    throw new DiscoveryFailure(refusal, `document refused: ${message}`);
+  }
+}
+
+async function fetchDocument(
+  endpoint: ServiceEndpoint,
+  signal: AbortSignal,
+  requestId: string | undefined,
+): Promise<ServiceDiscoveryDocument> {
+  let response: Response;
+  try {
+    response = await endpoint.fetchDiscovery({
+      signal,
+      ...(requestId !== undefined ? { requestId } : {}),
+    });
+  } catch (error) {
+    const { name, message } = describeErrorForLog(error);
+    throw new DiscoveryFailure(
+      targetUnreachable(endpoint.id),
+      `request failed: ${name}: ${message}`,
+    );
+  }
+  if (!(response instanceof Response)) {
+    throw new DiscoveryFailure(
+      targetUnreachable(endpoint.id),
+      'fetchDiscovery returned no Response',
+    );
+  }
+  if (response.status !== 200) {
+    await response.body?.cancel().catch(() => {});
+    throw new DiscoveryFailure(targetUnreachable(endpoint.id), `answered HTTP ${response.status}`);
+  }
+  let text: string;
+  try {
+    text = await readBoundedText(response, endpoint.id);
+  } catch (error) {
+    if (error instanceof DiscoveryFailure) throw error;
+    const { message } = describeErrorForLog(error);
+    throw new DiscoveryFailure(targetUnreachable(endpoint.id), `body read failed: ${message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new DiscoveryFailure(discoveryRejected(endpoint.id), 'document is not valid JSON');
+  }
+  return acceptDocument(value, endpoint.id);
+}
+
+interface InFlightDiscovery {
+  promise: Promise<ServiceDiscoveryDocument>;
+  /** Caches already written with this result, so collapsed waiters write each cache once. */
+  writtenTo: Set<RegistryCache>;
+}
+
+/**
+ * Creates the catalog. A fixed endpoint list is checked now (a duplicate id or a malformed
+ * endpoint refuses construction); a `services` function is called per resolution and its
+ * result checked each time, failing closed with 500 `catalog_unavailable`.
+ */
+export function createCatalog(options: CatalogOptions): Catalog {
+  if (options === null || typeof options !== 'object') {
+    throw new SvcConfigurationError('createCatalog: options must be an object');
+  }
+  const services = options.services as unknown;
+  if (!Array.isArray(services) && typeof services !== 'function') {
+    throw new SvcConfigurationError(
+      'createControlPlane: `services` must be an array of endpoints or a function returning one',
+      { reason: 'invalid_services' },
+    );
+  }
+  const caches = validateCaches(options.caches);
+  const timeoutMs = validateTimeoutMs(options.discoveryTimeoutMs);
+  const ttlSeconds = validateTtl(options.cacheTtlSeconds);
+  const log = createEventLog(options.log);
+  const staticEndpoints = Array.isArray(services)
+    ? endpointMap(services, 'createControlPlane')
+    : undefined;
+  const inFlight = new Map<string, InFlightDiscovery>();
+
+  const logFailure = (
+    event: string,
+    fields: Record<string, unknown>,
+    context: unknown,
+    requestId: string | undefined,
+  ): void => {
+    log({
+      event,
+      level: 'warn',
+      ...(requestId !== undefined ? { requestId } : {}),
+      ...fields,
+    }, context);
+  };
+
+  const endpoints = async (
+    context: unknown,
+    requestId?: string,
+  ): Promise<Map<string, ServiceEndpoint>> => {
+    if (staticEndpoints !== undefined) return new Map(staticEndpoints);
+    const produce = services as (
+      context: unknown,
+    ) => ServiceEndpoint[] | Promise<ServiceEndpoint[]>;
+    try {
+      const list = await withDeadline(
+        () => Promise.resolve(produce(context)),
+        timeoutMs,
+        () => new Error(`services(context) did not settle within ${timeoutMs} ms`),
+      );
+      return endpointMap(list, 'services(context)');
+    } catch (error) {
+      logFailure(
+        'svc.catalog.unavailable',
+        { error: describeErrorForLog(error) },
+        context,
+        requestId,
+      );
+      throw catalogUnavailable();
+    }
+  };
+
+  const readCached = async (
+    cache: RegistryCache,
+    targetServiceId: string,
+    context: unknown,
+    requestId: string | undefined,
+  ): Promise<ServiceDiscoveryDocument | undefined> => {
+    const key = discoveryCacheKey(targetServiceId);
+    let value: unknown;
+    try {
+      value = await withDeadline(
+        () => cache.get(key),
+        timeoutMs,
+        () => new Error(`discovery cache read did not settle within ${timeoutMs} ms`),
+      );
+    } catch (error) {
+      // A cache outage costs a fetch, never a refusal.
+      logFailure(
+        'svc.catalog.cache_failed',
+        {
+          target: targetServiceId,
+          operation: 'get',
+          error: describeErrorForLog(error),
+        },
+        context,
+        requestId,
+      );
+      return undefined;
+    }
+    if (value === undefined) return undefined;
+    try {
+      // A shared cache is another writer's state: the acceptance rule applies again on read.
+      return acceptDocument(value, targetServiceId);
+    } catch (error) {
+      logFailure(
+        'svc.catalog.cache_rejected',
+        {
+          target: targetServiceId,
+          detail: error instanceof DiscoveryFailure ? error.detail : 'unreadable entry',
+        },
+        context,
+        requestId,
+      );
+      cache.delete(key).catch(() => {});
+      return undefined;
+    }
+  };
+
+  const writeCached = (
+    cache: RegistryCache,
+    flight: InFlightDiscovery,
+    targetServiceId: string,
+    document: ServiceDiscoveryDocument,
+    context: unknown,
+    requestId: string | undefined,
+  ): void => {
+    if (flight.writtenTo.has(cache)) return;
+    flight.writtenTo.add(cache);
+    // Not awaited: a slow shared cache must not hold up the resolution it is caching.
+    Promise.resolve()
+      .then(() => cache.set(discoveryCacheKey(targetServiceId), document, ttlSeconds))
+      .catch((error) =>
+        logFailure(
+          'svc.catalog.cache_failed',
+          {
+            target: targetServiceId,
+            operation: 'set',
+            error: describeErrorForLog(error),
+          },
+          context,
+          requestId,
+        )
+      );
+  };
+
+  const discover = (
+    endpoint: ServiceEndpoint,
+    requestId: string | undefined,
+  ): InFlightDiscovery => {
+    const existing = inFlight.get(endpoint.id);
+    if (existing !== undefined) return existing;
+    const promise = withDeadline(
+      (signal) => fetchDocument(endpoint, signal, requestId),
+      timeoutMs,
+      () => new DiscoveryFailure(targetUnreachable(endpoint.id), `timed out after ${timeoutMs} ms`),
+    );
+    const flight: InFlightDiscovery = { promise, writtenTo: new Set() };
+    inFlight.set(endpoint.id, flight);
+    // Removed once settled either way: a failure must not be served to later resolutions.
+    promise.then(
+      () => inFlight.delete(endpoint.id),
+      () => inFlight.delete(endpoint.id),
+    );
+    return flight;
+  };
+
+  const resolveEndpoint = async (
+    endpoint: ServiceEndpoint,
+    context: unknown,
+    purpose: DiscoveryPurpose,
+    requestId: string | undefined,
+  ): Promise<ResolvedTarget> => {
+    const cache = caches[purpose];
+    if (cache !== undefined) {
+      const cached = await readCached(cache, endpoint.id, context, requestId);
+      if (cached !== undefined) return { endpoint, document: cached };
+    }
+    const flight = discover(endpoint, requestId);
+    let document: ServiceDiscoveryDocument;
+    try {
+      document = await flight.promise;
+    } catch (error) {
+      const failure = error instanceof DiscoveryFailure
+        ? error
+        : new DiscoveryFailure(targetUnreachable(endpoint.id), describeErrorForLog(error).message);
+      logFailure(
+        'svc.catalog.target_failed',
+        {
+          target: endpoint.id,
+          reason: (failure.refusal as { reason?: string }).reason,
+          detail: failure.detail,
+        },
+        context,
+        requestId,
+      );
+      throw failure.refusal;
+    }
+    if (cache !== undefined) {
+      writeCached(cache, flight, endpoint.id, document, context, requestId);
+    }
+    return { endpoint, document };
+  };
+
+  const checkPurpose = (purpose: unknown): DiscoveryPurpose => {
+    if (typeof purpose !== 'string' || !PURPOSES.has(purpose)) {
+      throw new SvcInternalError(`Unknown catalog purpose ${JSON.stringify(purpose)}`, {
+        reason: 'invalid_catalog_purpose',
+      });
+    }
+    return purpose as DiscoveryPurpose;
+  };
+
+  return {
+    endpoints: (context) => endpoints(context),
+    async target(targetServiceId, context, purpose, resolveOptions = {}) {
+      const checkedPurpose = checkPurpose(purpose);
+      const requestId = resolveOptions.requestId;
+      const map = await endpoints(context, requestId);
+      const endpoint = typeof targetServiceId === 'string' ? map.get(targetServiceId) : undefined;
+      if (endpoint === undefined) throw unknownTarget(String(targetServiceId).slice(0, 128));
+      return resolveEndpoint(endpoint, context, checkedPurpose, requestId);
+    },
+    async all(context, purpose, resolveOptions = {}) {
+      const checkedPurpose = checkPurpose(purpose);
+      const requestId = resolveOptions.requestId;
+      const map = await endpoints(context, requestId);
+      const settled = await Promise.allSettled(
+        [...map.values()].map((endpoint) =>
+          resolveEndpoint(endpoint, context, checkedPurpose, requestId)
+        ),
+      );
+      const targets: ResolvedTarget[] = [];
+      const failures: CatalogTargetFailure[] = [];
+      const ids = [...map.keys()];
+      settled.forEach((result, index) => {
+        if (result.status === 'fulfilled') targets.push(result.value);
+        else failures.push({ id: ids[index], error: result.reason as Error });
+      });
+      return { targets, failures };
+    },
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * The grant check run on every issuance: which scopes a target publishes, which of them its
+ * endpoint configuration grants to a caller, and whether a requested ability exists.
+ *
+ * Refusals are `CapabilityAuthError` 403 with a reason naming the failed check and a message
+ * naming the scope (or ability) and the target, so a caller refused for one target learns which
+ * request was wrong without anything about other targets.
+ *
+ * @module
+ */
+import { CapabilityAuthError } from '../core/errors.ts';
+import type { ServiceDiscoveryDocument } from '../service/discovery.ts';
+import { scopeNameProblem } from '../service/identifiers.ts';
+import type { ResolvedTarget } from './catalog.ts';
+
+/**
+ * Whether a scope is written as a pattern. Patterns are never expanded: a grant or request for
+ * `svc-a.*` would otherwise read as permission for scopes the target adds later.
+ */
+export function isWildcardScope(scope: string): boolean {
+  return scope.includes('*');
+}
+
+/**
+ * Sorts and de-duplicates requested scopes. An entry that is not a usable scope name (not a
+ * string, empty, whitespace or control characters) is refused with reason `invalid_scope`; a
+ * wildcard such as `*` or `svc-a.*` with reason `unknown_scope`, because no target publishes
+ * patterns. An empty list stays empty: the issuer decides whether it accepts one.
+ */
+export function normalizeScopes(scopes: readonly string[]): string[] {
+  if (!Array.isArray(scopes)) {
+    throw new CapabilityAuthError('Scopes must be an array of scope names', {
+      status: 403,
+      reason: 'invalid_scope',
+    });
+  }
+  for (const scope of scopes) {
+    const problem = scopeNameProblem(scope);
+    if (problem !== undefined) {
+      throw new CapabilityAuthError(`Invalid scope: a scope ${problem}`, {
+        status: 403,
+        reason: 'invalid_scope',
+      });
+    }
+    if (isWildcardScope(scope)) {
+      throw new CapabilityAuthError(
+        `Unknown capability scope "${scope}": wildcard scopes are not supported`,
+        { status: 403, reason: 'unknown_scope' },
+      );
+    }
+  }
+  // Code-unit order, not locale order: the result feeds cache keys and must be stable everywhere.
+  return [...new Set(scopes)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/**
+ * Every scope a discovery document publishes: each ability's scopes, each method's scopes and
+ * the scopes named by the service's capability catalog.
+ */
+export function publishedScopes(document: ServiceDiscoveryDocument): Set<string> {
+  const published = new Set<string>();
+  const addAll = (scopes: unknown): void => {
+    if (!Array.isArray(scopes)) return;
+    for (const scope of scopes) if (typeof scope === 'string') published.add(scope);
+  };
+  for (const ability of document.abilities) {
+    addAll(ability.scopes);
+    for (const method of Object.values(ability.methods)) addAll(method.scopes);
+  }
+  const catalogScopes = document.capabilities?.scopes;
+  if (catalogScopes !== undefined && catalogScopes !== null && typeof catalogScopes === 'object') {
+    for (const scope of Object.keys(catalogScopes)) published.add(scope);
+  }
+  return published;
+}
+
+/** The scopes an endpoint's configuration grants to one caller (empty when it grants none). */
+export function grantedScopes(
+  target: Pick<ResolvedTarget, 'endpoint'>,
+  callerServiceId: string,
+): Set<string> {
+  const granted = new Set<string>();
+  for (const grant of target.endpoint.grants) {
+    if (grant.caller === callerServiceId) { for (const scope of grant.scopes) granted.add(scope); }
+  }
+  return granted;
+}
+
+function requireAbility(target: ResolvedTarget, abilityId: string): void {
+  if (!target.document.abilities.some((ability) => ability.id === abilityId)) {
+    throw new CapabilityAuthError(
+      `Unknown ability "${abilityId}" on service "${target.endpoint.id}"`,
+      { status: 403, reason: 'unknown_ability' },
+    );
+  }
+}
+
+/**
+ * The full grant check for one issuance, in order: the scopes are well formed (see
+ * {@link normalizeScopes}); every scope is published by the target (else 403 `unknown_scope`);
+ * every scope is granted to the caller by the target's endpoint configuration (else 403
+ * `grant_denied`); and, when an ability is named, the target's document declares it (else 403
+ * `unknown_ability`). Returns nothing: passing is the absence of a throw.
+ */
+export function checkGrant(
+  target: ResolvedTarget,
+  callerServiceId: string,
+  scopes: readonly string[],
+  abilityId?: string,
+): void {
+  const requested = normalizeScopes(scopes);
+  const targetId = target.endpoint.id;
+  const published = publishedScopes(target.document);
+  for (const scope of requested) {
+    if (!published.has(scope)) {
+      throw new CapabilityAuthError(
+        `Unknown capability scope "${scope}" for service "${targetId}"`,
+        { status: 403, reason: 'unknown_scope' },
+      );
+    }
+  }
+  const granted = grantedScopes(target, callerServiceId);
+  for (const scope of requested) {
+    if (!granted.has(scope)) {
+      throw new CapabilityAuthError(
+        `Scope "${scope}" of service "${targetId}" is not granted to caller "${callerServiceId}"`,
+        { status: 403, reason: 'grant_denied' },
+      );
+    }
+  }
+  if (abilityId !== undefined) requireAbility(target, abilityId);
+}
