@@ -1,0 +1,246 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { svcErrorInfo } from '../../src/core/errors.ts';
+import { abilitySession } from '../../src/service/ability-session.ts';
+import { DEFAULT_MAX_BATCH_BYTES, serveRpc } from '../../src/service/rpc-serve.ts';
+import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import {
+  FAKE_TOKEN,
+  fakeMainFactory,
+  fakeRpcEndpoint,
+  newFakeRecord,
+} from '../support/fake-main.ts';
+
+const RPC_URL = 'https://fake.internal/rpc/fake.echo';
+
+function post(body: BodyInit | null, headers: HeadersInit = {}): Request {
+  return new Request(RPC_URL, { method: 'POST', body, headers });
+}
+
+async function problemOf(response: Response): Promise<Record<string, unknown>> {
+  assert.equal(response.headers.get('content-type'), 'application/problem+json');
+  return await response.json() as Record<string, unknown>;
+}
+
+/** A batch body that authenticates and calls `echo` with `argument` (already encoded). */
+function echoBatch(encodedArgument: string): string {
+  return [
+    `["push",["pipeline",0,["authenticate"],[${JSON.stringify(FAKE_TOKEN)}]]]`,
+    `["push",["pipeline",1,["echo"],[${encodedArgument}]]]`,
+    '["pull",2]',
+  ].join('\n');
+}
+
+/** A stream of `total` bytes of spaces in 64 KiB chunks that counts what was pulled. */
+function countingBody(total: number): { stream: ReadableStream<Uint8Array>; pulled(): number } {
+  const chunk = new Uint8Array(64 * 1024).fill(0x20);
+  let pulled = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (pulled >= total) {
+        controller.close();
+        return;
+      }
+      pulled += chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+  });
+  return { stream, pulled: () => pulled };
+}
+
+test('a raw HTTP batch authenticates and echoes in one response', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const response = await endpoint.fetch(post(echoBatch('{"value":"raw"}')));
+  assert.equal(response.status, 200);
+  const lines = (await response.text()).split('\n').map((line) => JSON.parse(line));
+  assert.deepEqual(lines.find((line) => line[0] === 'resolve'), ['resolve', 2, { value: 'raw' }]);
+});
+
+test('GET without an upgrade is 405 with an Allow header and a problem body', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const response = await endpoint.fetch(new Request(RPC_URL));
+  assert.equal(response.status, 405);
+  assert.equal(response.headers.get('allow'), 'GET, POST');
+  const problem = await problemOf(response);
+  assert.equal(problem.status, 405);
+  assert.equal(problem.code, 'internal');
+  assert.equal(problem.reason, 'rpc_transport_not_enabled');
+});
+
+test('PUT is 405 even with both transports enabled', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const response = await endpoint.fetch(new Request(RPC_URL, { method: 'PUT', body: 'x' }));
+  assert.equal(response.status, 405);
+  await response.body?.cancel();
+});
+
+test('POST is 405 when HTTP-batch is not enabled', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record, { transports: ['websocket'] });
+  const response = await endpoint.fetch(post(echoBatch('{"value":"x"}')));
+  assert.equal(response.status, 405);
+  assert.equal(response.headers.get('allow'), 'GET');
+  assert.match(String((await problemOf(response)).detail), /HTTP-batch/);
+  assert.equal(record.sessions.length, 0);
+});
+
+test('an upgrade is 405 when WebSocket is not enabled', async () => {
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), { transports: ['http-batch'] });
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { headers: { Upgrade: 'websocket' } }),
+  );
+  assert.equal(response.status, 405);
+  assert.equal(response.headers.get('allow'), 'POST');
+  assert.match(String((await problemOf(response)).detail), /WebSocket/);
+});
+
+test('an upgrade is 426 with a clear problem when no upgrader is available', {
+  skip: typeof (globalThis as { WebSocketPair?: unknown }).WebSocketPair === 'function'
+    ? 'this runtime upgrades through WebSocketPair'
+    : false,
+}, async () => {
+  const endpoint = fakeRpcEndpoint();
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { headers: { Upgrade: 'websocket' } }),
+  );
+  assert.equal(response.status, 426);
+  const problem = await problemOf(response);
+  assert.equal(problem.reason, 'websocket_upgrade_unavailable');
+  assert.match(String(problem.detail), /serveNode/);
+});
+
+test('an explicit upgrader wins and receives the request and the runtime', async () => {
+  const seen: unknown[] = [];
+  const runtime = { marker: true };
+  const response = await serveRpc(new Request(RPC_URL, { headers: { Upgrade: 'WebSocket' } }), {
+    transports: ['websocket'],
+    createMain: fakeMainFactory(newFakeRecord()),
+    runtime,
+    upgrader: {
+      upgrade(request, givenRuntime) {
+        seen.push(request.url, givenRuntime);
+        return new Response(null, { status: 204 });
+      },
+    },
+  });
+  assert.equal(response.status, 204);
+  assert.deepEqual(seen, [RPC_URL, runtime]);
+});
+
+test('a non-GET upgrade request is 405', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { method: 'POST', body: '', headers: { Upgrade: 'websocket' } }),
+  );
+  assert.equal(response.status, 405);
+  await response.body?.cancel();
+});
+
+test('DOS-05 a 40 MiB batch is refused with 413 without reading it all', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const body = countingBody(40 * 1024 * 1024);
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { method: 'POST', body: body.stream, duplex: 'half' } as RequestInit),
+  );
+  assert.equal(response.status, 413);
+  const problem = await problemOf(response);
+  assert.equal(problem.reason, 'rpc_batch_too_large');
+  assert.ok(
+    body.pulled() <= DEFAULT_MAX_BATCH_BYTES + 4 * 64 * 1024,
+    `pulled ${body.pulled()} bytes`,
+  );
+  assert.equal(record.sessions.length, 0);
+});
+
+test('DOS-05 a declared Content-Length past the limit is refused unread', async () => {
+  const response = await serveRpc(post('tiny', { 'Content-Length': String(40 * 1024 * 1024) }), {
+    transports: ['http-batch'],
+    createMain: fakeMainFactory(newFakeRecord()),
+  });
+  assert.equal(response.status, 413);
+  await response.body?.cancel();
+});
+
+test('DOS-05 100 000 push lines are refused with 413', async () => {
+  const line = '["push",["pipeline",0,["x"]]]';
+  const body = Array.from({ length: 100_000 }, () => line).join('\n');
+  assert.ok(body.length < DEFAULT_MAX_BATCH_BYTES, 'the lines fit the byte limit');
+  const record = newFakeRecord();
+  const response = await fakeRpcEndpoint(record).fetch(post(body));
+  assert.equal(response.status, 413);
+  assert.match(String((await problemOf(response)).detail), /messages/);
+  assert.equal(record.sessions.length, 0);
+});
+
+test('maxBatchBytes tightens the body limit', async () => {
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), { maxBatchBytes: 64 });
+  const response = await endpoint.fetch(post(echoBatch('{"value":"too long for 64 bytes"}')));
+  assert.equal(response.status, 413);
+  await response.body?.cancel();
+});
+
+test('DOS-04 an argument nested 300 levels deep aborts the session and the service stays healthy', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const nested = '{"a":'.repeat(300) + '1' + '}'.repeat(300);
+  const response = await endpoint.fetch(post(echoBatch(nested)));
+  assert.equal(response.status, 200);
+  const lines = (await response.text()).split('\n').map((line) => JSON.parse(line));
+  const abort = lines.find((line) => line[0] === 'abort');
+  assert.ok(abort, `expected an abort message, got ${JSON.stringify(lines).slice(0, 200)}`);
+  assert.match(JSON.stringify(abort), /depth/);
+  assert.deepEqual(record.calls, []);
+
+  const session = abilitySession<{ echo(input: { value: string }): { value: string } }>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: [],
+    requestToken: () => Promise.resolve(FAKE_TOKEN),
+    transport: httpBatchRpc(endpoint.fetch),
+  });
+  assert.deepEqual(await session.echo({ value: 'still healthy' }), { value: 'still healthy' });
+});
+
+test('DOS-04 a caller receives the depth refusal as an error', async () => {
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), { limits: { maxDepth: 8 } });
+  const session = abilitySession<{ echo(input: unknown): unknown }>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: [],
+    requestToken: () => Promise.resolve(FAKE_TOKEN),
+    transport: httpBatchRpc(endpoint.fetch),
+  });
+  let deep: unknown = 1;
+  for (let i = 0; i < 20; i++) deep = { a: deep };
+  await assert.rejects(session.echo(deep), /depth/);
+  assert.deepEqual(await session.echo({ shallow: true }), { shallow: true });
+});
+
+test('a malformed batch line aborts the session with a 200 batch carrying the abort', async () => {
+  const response = await fakeRpcEndpoint().fetch(post('this is not json'));
+  assert.equal(response.status, 200);
+  const text = await response.text();
+  assert.match(text, /^\["abort"/);
+});
+
+test('limits can be changed but not switched off', async () => {
+  for (const limits of [{ maxDepth: 0 }, { maxMessageSize: Infinity }, { maxBigIntDigits: -1 }]) {
+    await assert.rejects(
+      serveRpc(post(echoBatch('1')), {
+        transports: ['http-batch'],
+        createMain: fakeMainFactory(newFakeRecord()),
+        limits,
+      }),
+      (error: unknown) => svcErrorInfo(error).reason === 'invalid_rpc_limits',
+    );
+  }
+});
+
+test('an empty batch is answered with an empty 200 body', async () => {
+  const response = await fakeRpcEndpoint().fetch(post(''));
+  assert.equal(response.status, 200);
+  assert.equal(await response.text(), '');
+});
