@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeBase64Url, encodeBase64UrlText } from '../../src/core/base64url.ts';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
+import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
 import { createTokenEndpoint } from '../../src/plane/token-endpoint.ts';
 import {
@@ -269,7 +270,7 @@ test('JWKA-11 the JWK scheme is case-insensitive and strictly parsed', async () 
 test('JWKA-12 an assertion replays within its lifetime and is refused after exp plus skew', async () => {
   const keys = await endpointFixture();
   let clockMs = Date.now();
-  const events: { reason?: unknown }[] = [];
+  const events: SvcLogEvent[] = [];
   const auth = jwkServiceClientAuth({
     clients: { jc1: { serviceId: 'svc-jwk', keys: [keys.keys.jk1.publicJwk] } },
     log: (event) => events.push(event),
