@@ -67,12 +67,29 @@ function declaresEs256Signing(jwk: Record<string, unknown>): boolean {
   return true;
 }
 
-function requireCoordinate(value: unknown, label: string, fail: JwksProblemHandler): string {
+function requireCoordinate(value: unknown, label: string, fail: JwksProblemHandler): bigint {
   const bytes = typeof value === 'string' ? decodeBase64Url(value) : undefined;
   if (bytes === undefined || bytes.length !== 32) {
     fail(`${label} must be a 32-byte base64url coordinate`);
   }
-  return value as string;
+  let integer = 0n;
+  for (const byte of bytes) integer = (integer << 8n) | BigInt(byte);
+  return integer;
+}
+
+// P-256 domain parameters (SEC 2 §2.4.2 / FIPS 186-4 D.1.2.3).
+const P256_P = 0xffffffff00000001000000000000000000000000ffffffffffffffffffffffffn;
+const P256_B = 0x5ac635d8aa3a93e7b3ebbd55769886bc651d06b0cc53b0f63bce3c3e27d2604bn;
+
+/**
+ * Whether (x, y) satisfies y² = x³ − 3x + b over the P-256 field. Checked here because not
+ * every runtime's WebCrypto refuses an off-curve public key at import.
+ */
+export function isP256Point(x: bigint, y: bigint): boolean {
+  if (x >= P256_P || y >= P256_P) return false;
+  const left = (y * y) % P256_P;
+  const right = (((x * x - 3n) * x + P256_B) % P256_P + P256_P) % P256_P;
+  return left === right;
 }
 
 /**
@@ -108,11 +125,14 @@ export function readCapabilityJwks(
     if (typeof entry.kid !== 'string' || entry.kid.length === 0) {
       fail(`${label} needs a non-empty string "kid"`);
     }
+    const x = requireCoordinate(entry.x, `${label} "x"`, fail);
+    const y = requireCoordinate(entry.y, `${label} "y"`, fail);
+    if (!isP256Point(x, y)) fail(`${label} is not a point on the P-256 curve`);
     const jwk: CapabilityPublicJwk = {
       kty: 'EC',
       crv: 'P-256',
-      x: requireCoordinate(entry.x, `${label} "x"`, fail),
-      y: requireCoordinate(entry.y, `${label} "y"`, fail),
+      x: entry.x as string,
+      y: entry.y as string,
       kid: entry.kid,
     };
     if (entry.alg !== undefined) jwk.alg = 'ES256';

@@ -14,6 +14,7 @@ import {
   capabilityKeySetFromImported,
   type CapabilityPublicJwk,
   importCapabilityKeys,
+  readCapabilityJwks,
 } from '../core/capability-key-set.ts';
 import type { CapabilitySigner } from '../core/capability-token.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
@@ -228,7 +229,10 @@ export async function loadSigningAuthority(entries: SigningKeyEntry[]): Promise<
   const checked = checkEntries(entries);
   const imported = await Promise.all(checked.map(importSigningKey));
   const publicJwks = imported.map((key) => key.publicJwk);
-  const keySet = capabilityKeySetFromImported(await importCapabilityKeys(publicJwks));
+  // Read back as a service would, so the plane never publishes a JWKS its services refuse.
+  const keySet = capabilityKeySetFromImported(
+    await importCapabilityKeys(readCapabilityJwks({ keys: publicJwks })),
+  );
   const first = imported[0];
   return {
     signer: Object.freeze({ kid: first.kid, privateKey: first.privateKey }),

@@ -1,0 +1,313 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS,
+  CAPABILITY_TOKEN_TYP,
+  type CapabilityKeySet,
+  capabilityKeySetFromJwks,
+  capabilityKeyThumbprint,
+  type CapabilityTokenClaims,
+  MAX_CAPABILITY_TOKEN_BYTES,
+  signCapabilityToken,
+  verifyCapabilityToken,
+} from '../../src/core/capability-token.ts';
+import {
+  CapabilityAuthError,
+  SvcConfigurationError,
+  SvcInternalError,
+} from '../../src/core/errors.ts';
+import { VerifiedTokenCache, verifiedTokenCacheFor } from '../../src/core/verified-token-cache.ts';
+import { b64url, baselineClaims, decodeSegment, TEST_ISSUER } from '../support/forge.ts';
+import { testKeys } from '../support/keys.ts';
+import { assertRefused, tokenFixture } from '../support/token-fixture.ts';
+
+function claims(overrides: Record<string, unknown> = {}): CapabilityTokenClaims {
+  return baselineClaims(overrides) as unknown as CapabilityTokenClaims;
+}
+
+async function k1Signer() {
+  const { k1 } = await testKeys();
+  return { kid: 'k1', privateKey: k1.privateKey };
+}
+
+async function expectSignRefused(input: CapabilityTokenClaims, pattern: RegExp) {
+  await assert.rejects(signCapabilityToken(input, await k1Signer()), (error: unknown) => {
+    assert.ok(error instanceof SvcConfigurationError, String(error));
+    assert.match(error.message, pattern);
+    return true;
+  });
+}
+
+test('signed tokens carry exactly { alg ES256, kid, typ } and only the closed claim set', async () => {
+  const input = { ...claims({ spb: 'svc-plane' }), admin: true } as CapabilityTokenClaims;
+  const token = await signCapabilityToken(input, await k1Signer());
+  assert.deepEqual(decodeSegment(token, 0), { alg: 'ES256', kid: 'k1', typ: CAPABILITY_TOKEN_TYP });
+  const payload = decodeSegment(token, 1);
+  assert.equal('admin' in payload, false);
+  assert.deepEqual(Object.keys(payload).sort(), [
+    'aud',
+    'exp',
+    'iat',
+    'iss',
+    'jti',
+    'nbf',
+    'scp',
+    'spa',
+    'spb',
+    'sub',
+  ]);
+  assert.equal(token.split('.')[2].length, 86, '64-byte R||S signature');
+});
+
+test('the issuer refuses spk or spo on a plain token', async () => {
+  await expectSignRefused(claims({ spk: 'api_key' }), /spk.*delegated/);
+  await expectSignRefused(claims({ spo: 'org-1' }), /spk.*delegated/);
+});
+
+test('the issuer refuses a delegated token with spa service', async () => {
+  await expectSignRefused(
+    claims({ act: { sub: 'svc-x' }, sub: 'user-7', spa: 'service' }),
+    /plane-class/,
+  );
+});
+
+test('the issuer enforces spk length in characters: 512 passes, 513 is refused', async () => {
+  const { verify } = await tokenFixture();
+  const delegated = { act: { sub: 'svc-x' }, sub: 'user-7', spa: 'plane' };
+  // Astral characters are two UTF-16 units each; the limit counts characters.
+  const wide = '\u{1F511}'.repeat(512);
+  const token = await signCapabilityToken(claims({ ...delegated, spk: wide }), await k1Signer());
+  assert.equal((await verify(token)).identity.subject?.kind, wide);
+  await expectSignRefused(claims({ ...delegated, spk: `${wide}x` }), /at most 512/);
+  await expectSignRefused(claims({ ...delegated, spk: '' }), /spk/);
+});
+
+test('the issuer refuses malformed claim types and oversized tokens', async () => {
+  await expectSignRefused(claims({ scp: ['ok', ''] }), /scp/);
+  await expectSignRefused(claims({ exp: 1.5 }), /exp/);
+  await expectSignRefused(claims({ aud: ['svc-a'] }), /aud/);
+  await expectSignRefused(claims({ cnf: { jkt: 'short' } }), /cnf/);
+  const many = Array.from({ length: 800 }, (_, i) => `svc-a.scope-${i}`);
+  await expectSignRefused(claims({ scp: many }), /larger than 8192/);
+});
+
+test('the issuer refuses a signer that is not a P-256 private key', async () => {
+  const { k1 } = await testKeys();
+  const input = claims();
+  for (
+    const signer of [
+      { kid: '', privateKey: k1.privateKey },
+      { kid: 'k1', privateKey: k1.publicKey },
+      { kid: 'k1', privateKey: undefined as unknown as CryptoKey },
+    ]
+  ) {
+    await assert.rejects(signCapabilityToken(input, signer), SvcConfigurationError);
+  }
+});
+
+test('verification maps spb, cnf and the closed claims; identity never has confirmation', async () => {
+  const { verify } = await tokenFixture();
+  const jkt = b64url(new Uint8Array(32));
+  const token = await signCapabilityToken(
+    claims({ spb: 'svc-plane', cnf: { jkt } }),
+    await k1Signer(),
+  );
+  const verified = await verify(token);
+  assert.equal(verified.identity.brokerServiceId, 'svc-plane');
+  assert.equal(verified.confirmationJkt, jkt);
+  assert.equal('confirmation' in verified.identity, false);
+  assert.deepEqual(verified.claims.cnf, { jkt });
+  assert.ok(Object.isFrozen(verified.claims) && Object.isFrozen(verified.claims.scp));
+});
+
+test('token size limit: one byte over is too large, at the limit it is parsed', async () => {
+  const { verify } = await tokenFixture();
+  await assertRefused(verify('a'.repeat(MAX_CAPABILITY_TOKEN_BYTES + 1)), 'token_too_large');
+  await assertRefused(verify('a'.repeat(MAX_CAPABILITY_TOKEN_BYTES)), 'token_malformed');
+});
+
+test('clock skew of 30 s applies to exp, nbf and iat', async () => {
+  const { verify } = await tokenFixture();
+  const skew = CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS;
+  const t = 1_900_000_000;
+  const token = await signCapabilityToken(
+    claims({ iat: t, nbf: t, exp: t + 60 }),
+    await k1Signer(),
+  );
+  const at = (seconds: number) => ({ now: () => seconds * 1000 });
+  await verify(token, at(t + 60 + skew - 1));
+  await assertRefused(verify(token, at(t + 60 + skew)), 'token_expired');
+  await verify(token, at(t - skew));
+  await assertRefused(verify(token, at(t - skew - 1)), 'token_not_yet_valid');
+  const futureIat = await signCapabilityToken(
+    claims({ iat: t + 10, nbf: t - 100, exp: t + 60 }),
+    await k1Signer(),
+  );
+  await verify(futureIat, at(t + 10 - skew));
+  await assertRefused(verify(futureIat, at(t + 10 - skew - 1)), 'token_issued_in_future');
+});
+
+test('a verified token is cached until exp, and a cache hit still checks issuer and audience', async () => {
+  const { keySet, verify } = await tokenFixture();
+  const input = claims();
+  const token = await signCapabilityToken(input, await k1Signer());
+  await verify(token);
+  const cache = verifiedTokenCacheFor(keySet);
+  const entry = cache.get(token, Date.now());
+  assert.equal(entry?.kid, 'k1');
+  assert.equal(entry?.claims.jti, input.jti);
+  await assertRefused(verify(token, { audience: 'svc-c' }), 'audience_mismatch');
+  await assertRefused(verify(token, { issuer: 'https://other.test' }), 'issuer_mismatch');
+  const expiry = (input.exp + CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS) * 1000;
+  assert.equal(cache.get(token, expiry), undefined, 'never outlives exp');
+  assert.equal(cache.get(token, Date.now()), undefined, 'dropped once expired');
+});
+
+test('a cache hit checks the time claims against now', async () => {
+  const { verify } = await tokenFixture();
+  const input = claims();
+  const token = await signCapabilityToken(input, await k1Signer());
+  await verify(token);
+  // A clock that moved back before nbf refuses, even though the token is cached.
+  await assertRefused(
+    verify(token, { now: () => (input.nbf - 600) * 1000 }),
+    'token_not_yet_valid',
+  );
+  await verify(token);
+});
+
+test('a cached verification is dropped when the kid maps to another key or none', async () => {
+  const { keys, keySet } = await tokenFixture();
+  let mapping: 'k1' | 'k2' | 'none' = 'k1';
+  const swapping: CapabilityKeySet = {
+    getKey: () => mapping === 'none' ? Promise.resolve(undefined) : keySet.getKey(mapping),
+  };
+  const options = { keys: swapping, issuer: TEST_ISSUER, audience: 'svc-a' };
+  const token = await signCapabilityToken(claims(), { kid: 'k1', privateKey: keys.k1.privateKey });
+  await verifyCapabilityToken(token, options);
+  mapping = 'k2'; // same kid, different key: must be verified again, and fails
+  await assertRefused(verifyCapabilityToken(token, options), 'bad_signature');
+  assert.equal(verifiedTokenCacheFor(swapping).get(token, Date.now()), undefined);
+  mapping = 'k1';
+  await verifyCapabilityToken(token, options);
+  mapping = 'none';
+  await assertRefused(verifyCapabilityToken(token, options), 'unknown_capability_key_id');
+});
+
+test('refused tokens are never cached', async () => {
+  const { keySet, keys, verify } = await tokenFixture();
+  const token = await signCapabilityToken(claims({ aud: 'svc-b' }), {
+    kid: 'k1',
+    privateKey: keys.k1.privateKey,
+  });
+  await assertRefused(verify(token), 'audience_mismatch');
+  assert.equal(verifiedTokenCacheFor(keySet).get(token, Date.now()), undefined);
+});
+
+test('the verified-token cache is bounded and evicts the oldest entry', async () => {
+  const { k1 } = await testKeys();
+  const cache = new VerifiedTokenCache(2);
+  const entry = {
+    kid: 'k1',
+    key: k1.publicKey,
+    claims: claims(),
+    expiresAtMs: Date.now() + 60_000,
+  };
+  cache.set('a', entry);
+  cache.set('b', entry);
+  cache.set('c', entry);
+  assert.equal(cache.size, 2);
+  assert.equal(cache.get('a', Date.now()), undefined);
+  assert.ok(cache.get('c', Date.now()));
+});
+
+test('a key set failure surfaces as a retryable 503 jwks_unavailable', async () => {
+  const { authority } = await tokenFixture();
+  const token = await signCapabilityToken(claims(), authority.signer);
+  const broken: CapabilityKeySet = { getKey: () => Promise.reject(new Error('socket hang up')) };
+  await assert.rejects(
+    verifyCapabilityToken(token, { keys: broken, issuer: TEST_ISSUER, audience: 'svc-a' }),
+    (error: unknown) => {
+      assert.ok(error instanceof SvcInternalError);
+      assert.equal(error.status, 503);
+      assert.equal(error.retryable, true);
+      assert.equal(error.reason, 'jwks_unavailable');
+      assert.doesNotMatch(error.message, /socket/);
+      return true;
+    },
+  );
+});
+
+test('verification options are checked', async () => {
+  const { keySet } = await tokenFixture();
+  const bad = [
+    { keys: undefined, issuer: TEST_ISSUER, audience: 'svc-a' },
+    { keys: keySet, issuer: '', audience: 'svc-a' },
+    { keys: keySet, issuer: TEST_ISSUER, audience: undefined },
+  ];
+  for (const options of bad) {
+    await assert.rejects(verifyCapabilityToken('x.y.z', options as never), SvcConfigurationError);
+  }
+  await assert.rejects(
+    verifyCapabilityToken(undefined, { keys: keySet, issuer: TEST_ISSUER, audience: 'svc-a' }),
+    CapabilityAuthError,
+  );
+});
+
+test('capabilityKeyThumbprint follows RFC 7638: crv, kty, x, y in that order, nothing else', async () => {
+  const { k1 } = await testKeys();
+  const { x, y } = k1.publicJwk;
+  const canonical = `{"crv":"P-256","kty":"EC","x":"${x}","y":"${y}"}`;
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(canonical));
+  const expected = b64url(new Uint8Array(digest));
+  assert.equal(expected.length, 43);
+  assert.equal(await capabilityKeyThumbprint({ y, x, kty: 'EC', crv: 'P-256' }), expected);
+  assert.equal(await capabilityKeyThumbprint(k1.publicJwk), expected, 'kid, alg, use ignored');
+  assert.equal(await capabilityKeyThumbprint(k1.privateJwk), expected, 'd ignored');
+  await assert.rejects(
+    capabilityKeyThumbprint({ kty: 'RSA', n: 'x', e: 'AQAB' }),
+    SvcConfigurationError,
+  );
+});
+
+test('capabilityKeySetFromJwks imports ES256 public keys and selects by kid', async () => {
+  const { k1, k2 } = await testKeys();
+  const keySet = await capabilityKeySetFromJwks({
+    keys: [
+      k1.publicJwk,
+      { ...k2.publicJwk, alg: undefined, use: undefined },
+      { kty: 'RSA', kid: 'rsa', n: 'AQAB', e: 'AQAB' },
+      { ...k2.publicJwk, kid: 'enc', use: 'enc' },
+      { ...k2.publicJwk, kid: 'es384', alg: 'ES384' },
+      { ...k2.publicJwk, kid: 'ops', key_ops: ['encrypt'] },
+    ],
+  });
+  const key = await keySet.getKey('k1');
+  assert.equal(key?.type, 'public');
+  assert.deepEqual(key?.usages, ['verify']);
+  assert.ok(await keySet.getKey('k2'));
+  for (const kid of ['rsa', 'enc', 'es384', 'ops', 'k3', '']) {
+    assert.equal(await keySet.getKey(kid), undefined, kid);
+  }
+});
+
+test('capabilityKeySetFromJwks refuses private material, duplicate or missing kids, bad points', async () => {
+  const { k1, k2 } = await testKeys();
+  const refusals: [string, unknown][] = [
+    ['not a JWKS', [k1.publicJwk]],
+    ['keys not an array', { keys: k1.publicJwk }],
+    ['private d', { keys: [k1.privateJwk] }],
+    ['symmetric k', { keys: [{ kty: 'oct', kid: 'h', k: 'c2VjcmV0' }] }],
+    ['duplicate kid', { keys: [k1.publicJwk, { ...k2.publicJwk, kid: 'k1' }] }],
+    ['missing kid', { keys: [{ ...k1.publicJwk, kid: undefined }] }],
+    ['short x', { keys: [{ ...k1.publicJwk, x: k1.publicJwk.x.slice(0, 40) }] }],
+    ['point not on the curve', { keys: [{ ...k1.publicJwk, y: k1.publicJwk.x }] }],
+  ];
+  for (const [label, jwks] of refusals) {
+    await assert.rejects(
+      capabilityKeySetFromJwks(JSON.parse(JSON.stringify(jwks))),
+      SvcConfigurationError,
+      label,
+    );
+  }
+});
