@@ -1,0 +1,448 @@
+/**
+ * The three shipped token requesters against the real token endpoint (in-process `fetch`) and a
+ * stand-in service binding: caching, single flight, renewal, local subject refusal and error
+ * rebuilding. Plus the token cache on its own clock.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CapabilityAuthError, SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
+import { verifyCapabilityProof } from '../../src/service/proof-verify.ts';
+import {
+  capabilityTokenCacheKey,
+  createCapabilityTokenCache,
+} from '../../src/service/token-request-cache.ts';
+import {
+  capabilityTokenEndpointUrl,
+  controlPlaneHmacTokenRequester,
+  controlPlaneJwkTokenRequester,
+  controlPlaneRpcTokenRequester,
+  tokenEndpointFailure,
+} from '../../src/service/token-requesters.ts';
+import { signCompactEs256 } from '../../src/service/token-request-signing.ts';
+import {
+  type EndpointFixture,
+  endpointFixture,
+  ISSUER,
+  tokenClaims,
+} from '../support/token-endpoint-fixture.ts';
+
+const REQUEST = {
+  callerServiceId: 'svc-caller',
+  targetServiceId: 'svc-a',
+  abilityId: 'svc-a.echo',
+  scopes: ['svc-a.read'],
+};
+
+/** The fixture endpoint as a fetch function, recording every request it receives. */
+function planeFetch(fixture: EndpointFixture) {
+  const seen: Request[] = [];
+  const fetchToken = async (request: Request) => {
+    seen.push(request.clone());
+    return await fixture.handle(request);
+  };
+  return { seen, fetchToken };
+}
+
+async function hmacRequester(options: { ttlSeconds?: number } = {}) {
+  const fixture = await endpointFixture();
+  const { seen, fetchToken } = planeFetch(fixture);
+  const requester = controlPlaneHmacTokenRequester({
+    clientId: 'hc1',
+    clientSecret: fixture.secrets.hc1,
+    controlPlaneUrl: 'https://plane.test',
+    fetch: fetchToken,
+    ...options,
+  });
+  return { fixture, seen, requester };
+}
+
+test('the HMAC requester obtains a token and caches it under the normalised key', async () => {
+  const { fixture, seen, requester } = await hmacRequester();
+  const token = await requester(REQUEST);
+  const claims = tokenClaims(token);
+  assert.equal(claims.sub, 'svc-caller');
+  assert.equal(claims.aud, 'svc-a');
+  assert.equal(await requester(REQUEST), token);
+  assert.equal(
+    await requester({ ...REQUEST, scopes: ['svc-a.read', 'svc-a.read'] }),
+    token,
+    'duplicate scopes normalise to the same key',
+  );
+  assert.equal(fixture.issued.length, 1);
+  assert.equal(seen[0].url, 'https://plane.test/.well-known/svc/capability-token');
+  assert.deepEqual(fixture.issued[0].request, {
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.read'],
+    abilityId: 'svc-a.echo',
+  });
+  assert.notEqual(await requester({ ...REQUEST, abilityId: 'svc-a.other' }), token);
+  assert.notEqual(await requester({ ...REQUEST, scopes: ['svc-a.write', 'svc-a.read'] }), token);
+  assert.equal(fixture.issued.length, 3);
+  const scopeOrder = await requester({ ...REQUEST, scopes: ['svc-a.read', 'svc-a.write'] });
+  assert.equal(fixture.issued.length, 3, 'scope order does not change the key');
+  assert.deepEqual(tokenClaims(scopeOrder).scp, ['svc-a.read', 'svc-a.write']);
+});
+
+test('each token request carries a fresh X-Request-Id', async () => {
+  const { seen, requester } = await hmacRequester();
+  await requester(REQUEST);
+  await requester({ ...REQUEST, abilityId: 'svc-a.other' });
+  const ids = seen.map((request) => request.headers.get('X-Request-Id'));
+  assert.equal(ids.length, 2);
+  assert.notEqual(ids[0], ids[1]);
+  for (const id of ids) assert.match(id!, /^[0-9a-f-]{36}$/);
+});
+
+test('concurrent requests for one key share a single fetch', async () => {
+  const { fixture, requester } = await hmacRequester();
+  const tokens = await Promise.all(Array.from({ length: 5 }, () => requester(REQUEST)));
+  assert.equal(new Set(tokens).size, 1);
+  assert.equal(fixture.issued.length, 1);
+});
+
+test('a short-lived token is renewed on every request; a TTL is part of the key', async () => {
+  const { fixture, requester } = await hmacRequester({ ttlSeconds: 30 });
+  await requester(REQUEST);
+  await requester(REQUEST);
+  assert.equal(fixture.issued.length, 2, 'less than 30 s left: renewed');
+  assert.equal(fixture.issued[0].request.ttlSeconds, 30);
+  await requester({ ...REQUEST, ttlSeconds: 300 } as typeof REQUEST);
+  await requester({ ...REQUEST, ttlSeconds: 300 } as typeof REQUEST);
+  assert.equal(fixture.issued.length, 3);
+  assert.equal(fixture.issued[2].request.ttlSeconds, 300);
+});
+
+test('the cache renews at a third of the lifetime or 30 s left, whichever comes first', async () => {
+  let clock = 1_000_000;
+  const cache = createCapabilityTokenCache({ now: () => clock });
+  let fetches = 0;
+  const fetchFor = (lifetimeMs: number) => () => {
+    fetches++;
+    return Promise.resolve({ token: `t${fetches}`, lifetimeMs });
+  };
+  assert.equal(await cache.get('a', fetchFor(120_000)), 't1');
+  clock += 79_000;
+  assert.equal(await cache.get('a', fetchFor(120_000)), 't1');
+  clock += 2_000;
+  assert.equal(await cache.get('a', fetchFor(120_000)), 't2', 'under a third left');
+  assert.equal(await cache.get('b', fetchFor(60_000)), 't3');
+  clock += 29_000;
+  assert.equal(await cache.get('b', fetchFor(60_000)), 't3');
+  clock += 2_000;
+  assert.equal(await cache.get('b', fetchFor(60_000)), 't4', 'under 30 s left');
+});
+
+test('a failed fetch is not cached and is not shared with later requests', async () => {
+  const cache = createCapabilityTokenCache();
+  let attempts = 0;
+  const flaky = () => {
+    attempts++;
+    return attempts === 1
+      ? Promise.reject(new Error('transient'))
+      : Promise.resolve({ token: 'ok', lifetimeMs: 120_000 });
+  };
+  await assert.rejects(cache.get('k', flaky), /transient/);
+  assert.equal(await cache.get('k', flaky), 'ok');
+  assert.equal(await cache.get('k', flaky), 'ok');
+  assert.equal(attempts, 2);
+});
+
+test('the cache key covers caller, target, ability, scopes, TTL and the whole subject', () => {
+  const base = { callerServiceId: 'c', targetServiceId: 't', scopes: ['b', 'a'] };
+  const keys = [
+    capabilityTokenCacheKey(base),
+    capabilityTokenCacheKey({ ...base, callerServiceId: 'c2' }),
+    capabilityTokenCacheKey({ ...base, targetServiceId: 't2' }),
+    capabilityTokenCacheKey({ ...base, abilityId: 'x' }),
+    capabilityTokenCacheKey({ ...base, ttlSeconds: 60 }),
+    capabilityTokenCacheKey({ ...base, subject: { id: 'u' } }),
+    capabilityTokenCacheKey({ ...base, subject: { id: 'u', kind: 'api_key' } }),
+    capabilityTokenCacheKey({ ...base, subject: { id: 'u', orgId: 'o' } }),
+  ];
+  assert.equal(new Set(keys).size, keys.length);
+  assert.equal(capabilityTokenCacheKey({ ...base, scopes: ['a', 'b', 'a'] }), keys[0]);
+});
+
+test('DEL-01 (requesters) all three refuse locally to send a subject', async () => {
+  const fixture = await endpointFixture();
+  let sent = 0;
+  const countingFetch = (request: Request) => {
+    sent++;
+    return fixture.handle(request);
+  };
+  const binding = {
+    requestCapabilityToken: () => {
+      sent++;
+      return Promise.resolve('never');
+    },
+  };
+  const jwkKey = fixture.keys.jk1;
+  const requesters = [
+    controlPlaneHmacTokenRequester({
+      clientId: 'hc1',
+      clientSecret: fixture.secrets.hc1,
+      controlPlaneUrl: ISSUER,
+      fetch: countingFetch,
+    }),
+    controlPlaneJwkTokenRequester({
+      clientId: 'jc1',
+      keyId: 'jk1',
+      privateJwk: jwkKey.privateJwk,
+      issuer: ISSUER,
+      controlPlaneUrl: ISSUER,
+      fetch: countingFetch,
+    }),
+    controlPlaneRpcTokenRequester({ binding, callerServiceId: 'svc-caller' }),
+  ];
+  for (const requester of requesters) {
+    const withSubject = { ...REQUEST, subject: { id: 'victim', kind: 'user' } };
+    await assert.rejects(
+      requester(withSubject as typeof REQUEST),
+      (error: unknown) =>
+        error instanceof CapabilityAuthError && error.status === 403 &&
+        error.reason === 'subject_not_allowed',
+    );
+  }
+  assert.equal(sent, 0);
+  assert.equal(fixture.issued.length, 0);
+});
+
+test('endpoint refusals come back as plain errors with re-validated taxonomy fields', async () => {
+  const { requester } = await hmacRequester();
+  const error = await requester({ ...REQUEST, targetServiceId: 'svc-unknown' }).then(
+    () => assert.fail('expected a refusal'),
+    (e: unknown) => e as Record<string, unknown>,
+  );
+  assert.equal(error instanceof CapabilityAuthError, false);
+  assert.equal(error.code, 'capability_auth');
+  assert.equal(error.status, 403);
+  assert.equal(error.retryable, false);
+  assert.equal(error.reason, 'unknown_target');
+  assert.match(String(error.requestId), /^[0-9a-f-]{36}$/);
+  assert.deepEqual(svcErrorInfo(error), {
+    code: 'capability_auth',
+    status: 403,
+    retryable: false,
+    reason: 'unknown_target',
+  });
+
+  const fixture = await endpointFixture();
+  const wrongSecret = controlPlaneHmacTokenRequester({
+    clientId: 'hc1',
+    clientSecret: 'not-the-secret',
+    controlPlaneUrl: ISSUER,
+    fetch: (request) => fixture.handle(request),
+  });
+  await assert.rejects(wrongSecret(REQUEST), {
+    code: 'capability_auth',
+    status: 401,
+    reason: 'caller_unauthenticated',
+  });
+});
+
+test('a peer cannot make a refusal retryable; a body without taxonomy keeps its HTTP status', () => {
+  const lying = tokenEndpointFailure(401, {
+    code: 'capability_auth',
+    status: 401,
+    retryable: true,
+    detail: 'nope',
+  });
+  assert.equal((lying as unknown as { retryable: boolean }).retryable, false);
+  assert.equal(lying.message, 'nope');
+  const gateway = tokenEndpointFailure(502, undefined) as unknown as Record<string, unknown>;
+  assert.deepEqual(
+    { code: gateway.code, status: gateway.status, retryable: gateway.retryable },
+    { code: 'internal', status: 502, retryable: true },
+  );
+});
+
+test('transport failures and invalid answers are internal errors, never tokens', async () => {
+  const unreachable = controlPlaneHmacTokenRequester({
+    clientId: 'hc1',
+    clientSecret: 's',
+    controlPlaneUrl: ISSUER,
+    fetch: () => Promise.reject(new TypeError('connection refused')),
+  });
+  await assert.rejects(unreachable(REQUEST), {
+    code: 'internal',
+    status: 503,
+    retryable: true,
+    reason: 'control_plane_unreachable',
+  });
+  const answers = [
+    new Response('{"token":""}', { status: 200 }),
+    new Response('not json', { status: 200 }),
+    new Response(JSON.stringify({ token: 'x'.repeat(70 * 1024) }), { status: 200 }),
+  ];
+  for (const answer of answers) {
+    const requester = controlPlaneHmacTokenRequester({
+      clientId: 'hc1',
+      clientSecret: 's',
+      controlPlaneUrl: ISSUER,
+      fetch: () => Promise.resolve(answer),
+    });
+    await assert.rejects(requester(REQUEST), {
+      code: 'internal',
+      status: 502,
+      reason: 'token_response_invalid',
+    });
+  }
+});
+
+test('controlPlaneUrl may be a base URL, a prefixed base or the endpoint itself', () => {
+  const expectations: [string, string][] = [
+    ['https://plane.test', 'https://plane.test/.well-known/svc/capability-token'],
+    ['https://plane.test/', 'https://plane.test/.well-known/svc/capability-token'],
+    ['https://x.test/plane/', 'https://x.test/plane/.well-known/svc/capability-token'],
+    [
+      'https://plane.test/.well-known/svc/capability-token',
+      'https://plane.test/.well-known/svc/capability-token',
+    ],
+    ['https://plane.test/?q=1#f', 'https://plane.test/.well-known/svc/capability-token'],
+  ];
+  for (const [base, expected] of expectations) {
+    assert.equal(capabilityTokenEndpointUrl(base).href, expected);
+  }
+});
+
+test('the JWK requester gets a bound token and carries the matching proof signer', async () => {
+  const fixture = await endpointFixture();
+  const requester = controlPlaneJwkTokenRequester({
+    clientId: 'jc1',
+    keyId: 'jk1',
+    privateJwk: fixture.keys.jk1.privateJwk,
+    issuer: ISSUER,
+    controlPlaneUrl: `${ISSUER}/`,
+    fetch: (request) => fixture.handle(request),
+  });
+  const request = { ...REQUEST, callerServiceId: 'svc-jwk' };
+  const token = await requester(request);
+  assert.equal(await requester(request), token);
+  assert.equal(fixture.issued.length, 1);
+  const jkt = (tokenClaims(token).cnf as { jkt: string }).jkt;
+  assert.equal(fixture.issued[0].caller.confirmationJkt, jkt);
+  const proof = await requester.proveTokenPossession({
+    token,
+    targetServiceId: 'svc-a',
+    abilityId: 'svc-a.echo',
+  });
+  await verifyCapabilityProof(proof, { token, jkt, audience: 'svc-a', abilityId: 'svc-a.echo' });
+});
+
+test('the JWK requester signs for the default issuer unless told the plane issuer', async () => {
+  const fixture = await endpointFixture();
+  const requester = controlPlaneJwkTokenRequester({
+    clientId: 'jc1',
+    keyId: 'jk1',
+    privateJwk: fixture.keys.jk1.privateJwk,
+    controlPlaneUrl: ISSUER,
+    fetch: (request) => fixture.handle(request),
+  });
+  await assert.rejects(requester({ ...REQUEST, callerServiceId: 'svc-jwk' }), { status: 401 });
+  const event = fixture.events.find((e) => e.event === 'svc.caller_auth.jwk_unauthorized');
+  assert.equal(event?.reason, 'audience_mismatch');
+});
+
+async function tokenLiving(seconds: number): Promise<string> {
+  const key = (await endpointFixture()).keys.k1;
+  const iat = Math.floor(Date.now() / 1000);
+  return await signCompactEs256(
+    { alg: 'ES256', kid: 'k1', typ: 'svc-capability+jwt' },
+    {
+      iss: ISSUER,
+      sub: 'svc-caller',
+      aud: 'svc-a',
+      scp: [],
+      jti: 'j',
+      iat,
+      nbf: iat,
+      exp: iat + seconds,
+    },
+    key.privateKey,
+  );
+}
+
+test('the RPC requester pins its caller, caches, and accepts a string or a token response', async () => {
+  const calls: Record<string, unknown>[] = [];
+  const token = await tokenLiving(300);
+  const binding = {
+    requestCapabilityToken(request: Record<string, unknown>) {
+      calls.push(request);
+      return Promise.resolve(calls.length === 1 ? token : { token: `${token}2`, expiresIn: 300 });
+    },
+  };
+  const requester = controlPlaneRpcTokenRequester({
+    binding,
+    callerServiceId: 'svc-caller',
+    ttlSeconds: 300,
+  });
+  assert.equal(await requester(REQUEST), token);
+  assert.equal(await requester(REQUEST), token, 'cached by the lifetime read from the token');
+  assert.equal(calls.length, 1);
+  assert.deepEqual(calls[0], {
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.read'],
+    abilityId: 'svc-a.echo',
+    ttlSeconds: 300,
+  });
+  assert.equal(await requester({ ...REQUEST, abilityId: 'svc-a.other' }), `${token}2`);
+  await assert.rejects(requester({ ...REQUEST, callerServiceId: 'svc-other' }), {
+    status: 403,
+    reason: 'caller_mismatch',
+  });
+  assert.equal(calls.length, 2);
+});
+
+test('the RPC requester rebuilds received taxonomy errors and passes others through', async () => {
+  const received = Object.assign(new Error('Unknown scope'), {
+    code: 'capability_auth',
+    status: 403,
+    retryable: true,
+    reason: 'unknown_scope',
+  });
+  const failing = controlPlaneRpcTokenRequester({
+    binding: { requestCapabilityToken: () => Promise.reject(received) },
+    callerServiceId: 'svc-caller',
+  });
+  await assert.rejects(failing(REQUEST), (error: unknown) => {
+    const info = error as Record<string, unknown>;
+    return info.code === 'capability_auth' && info.status === 403 && info.retryable === false &&
+      info.reason === 'unknown_scope' && (error as Error).message === 'Unknown scope';
+  });
+  const other = new TypeError('binding gone');
+  const broken = controlPlaneRpcTokenRequester({
+    binding: { requestCapabilityToken: () => Promise.reject(other) },
+    callerServiceId: 'svc-caller',
+  });
+  await assert.rejects(broken(REQUEST), (error: unknown) => error === other);
+});
+
+test('requesters refuse bad options at construction', async () => {
+  const fixture = await endpointFixture();
+  const hmac = { clientId: 'hc1', clientSecret: 's', controlPlaneUrl: ISSUER };
+  const jwk = {
+    clientId: 'jc1',
+    keyId: 'jk1',
+    privateJwk: fixture.keys.jk1.privateJwk,
+    controlPlaneUrl: ISSUER,
+  };
+  const attempts: (() => unknown)[] = [
+    () => controlPlaneHmacTokenRequester({ ...hmac, clientSecret: '' }),
+    () => controlPlaneHmacTokenRequester({ ...hmac, clientId: 'a,b' }),
+    () => controlPlaneHmacTokenRequester({ ...hmac, controlPlaneUrl: 'not a url' }),
+    () => controlPlaneHmacTokenRequester({ ...hmac, ttlSeconds: 0 }),
+    () => controlPlaneHmacTokenRequester({ ...hmac, fetch: 'fetch' as never }),
+    () => controlPlaneJwkTokenRequester({ ...jwk, keyId: '' }),
+    () => controlPlaneJwkTokenRequester({ ...jwk, privateJwk: fixture.keys.jk1.publicJwk }),
+    () => controlPlaneJwkTokenRequester({ ...jwk, issuer: '' }),
+    () => controlPlaneRpcTokenRequester({ binding: {} as never, callerServiceId: 'svc' }),
+    () =>
+      controlPlaneRpcTokenRequester({
+        binding: { requestCapabilityToken: () => Promise.resolve('') },
+        callerServiceId: '',
+      }),
+  ];
+  for (const attempt of attempts) assert.throws(attempt, SvcConfigurationError);
+});
