@@ -1,0 +1,186 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { signCapabilityToken, verifyCapabilityToken } from '../../src/core/capability-token.ts';
+import { SvcConfigurationError, SvcInternalError } from '../../src/core/errors.ts';
+import { jwksFromServiceBinding, jwksFromUrl, staticJwks } from '../../src/service/jwks-sources.ts';
+import { baselineClaims, TEST_ISSUER } from '../support/forge.ts';
+import { testKeys } from '../support/keys.ts';
+
+const URL_ = 'https://plane.test/.well-known/svc/jwks.json';
+
+type Answer = () => Response | Promise<Response>;
+
+/** A fetch stand-in that answers with the current `answer` and counts requests. */
+function fakeFetch(answer: Answer) {
+  const state = { calls: 0, answer, urls: [] as string[] };
+  const fetchImpl = ((input: RequestInfo | URL) => {
+    state.calls++;
+    state.urls.push(String(input));
+    return Promise.resolve(state.answer());
+  }) as typeof fetch;
+  return { state, fetch: fetchImpl };
+}
+
+async function publishedJwks() {
+  const { k1, k2 } = await testKeys();
+  return { keys: [k1.publicJwk, k2.publicJwk] };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function assertUnavailable(promise: Promise<unknown>, label: string) {
+  await assert.rejects(promise, (error: unknown) => {
+    assert.ok(error instanceof SvcInternalError, `${label}: ${String(error)}`);
+    assert.equal(error.status, 503, label);
+    assert.equal(error.retryable, true, label);
+    assert.equal(error.reason, 'jwks_unavailable', label);
+    return true;
+  });
+}
+
+test('jwksFromUrl fetches once and serves lookups from the cache for the TTL', async () => {
+  const jwks = await publishedJwks();
+  const fake = fakeFetch(() => Response.json(jwks));
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch });
+  const k1 = await keySet.getKey('k1');
+  assert.equal(k1?.type, 'public');
+  assert.equal(await keySet.getKey('k1'), k1, 'the same imported key object');
+  assert.ok(await keySet.getKey('k2'));
+  assert.deepEqual(fake.state.urls, [URL_]);
+});
+
+test('concurrent lookups share one fetch', async () => {
+  const jwks = await publishedJwks();
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const fake = fakeFetch(async () => {
+    await gate;
+    return Response.json(jwks);
+  });
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch });
+  const lookups = Array.from({ length: 10 }, (_, i) => keySet.getKey(i % 2 ? 'k1' : 'k2'));
+  release();
+  const keys = await Promise.all(lookups);
+  assert.ok(keys.every((key) => key !== undefined));
+  assert.equal(fake.state.calls, 1);
+});
+
+test('an unknown kid does not refetch until the cache expires', async () => {
+  const jwks = await publishedJwks();
+  const fake = fakeFetch(() => Response.json(jwks));
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch, cacheTtlSeconds: 0.2 });
+  assert.ok(await keySet.getKey('k1'));
+  for (const kid of ['k3', 'k4', 'k5']) assert.equal(await keySet.getKey(kid), undefined);
+  assert.equal(fake.state.calls, 1);
+  await sleep(300);
+  assert.equal(await keySet.getKey('k3'), undefined);
+  assert.equal(fake.state.calls, 2, 'refetched once after the TTL');
+});
+
+test('a failed fetch is not cached: the next lookup tries again', async () => {
+  const jwks = await publishedJwks();
+  const fake = fakeFetch(() => {
+    throw new TypeError('connection refused');
+  });
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch });
+  await assertUnavailable(keySet.getKey('k1'), 'network failure');
+  fake.state.answer = () => Response.json(jwks);
+  assert.ok(await keySet.getKey('k1'));
+  assert.equal(fake.state.calls, 2);
+});
+
+test('unusable JWKS answers fail closed with jwks_unavailable', async () => {
+  const { k1 } = await testKeys();
+  const answers: [string, Answer][] = [
+    ['HTTP 500', () => new Response('oops', { status: 500 })],
+    ['not JSON', () => new Response('<html>', { status: 200 })],
+    ['not a JWKS', () => Response.json({ keys: 'none' })],
+    ['private key published', () => Response.json({ keys: [k1.privateJwk] })],
+    ['too large', () => new Response(' '.repeat(300 * 1024), { status: 200 })],
+  ];
+  for (const [label, answer] of answers) {
+    const keySet = jwksFromUrl(URL_, { fetch: fakeFetch(answer).fetch });
+    await assertUnavailable(keySet.getKey('k1'), label);
+  }
+});
+
+test('after a refresh fails, the previous keys are not served', async () => {
+  const jwks = await publishedJwks();
+  const fake = fakeFetch(() => Response.json(jwks));
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch, cacheTtlSeconds: 0 });
+  assert.ok(await keySet.getKey('k1'));
+  fake.state.answer = () => new Response('down', { status: 503 });
+  await assertUnavailable(keySet.getKey('k1'), 'refresh failed');
+});
+
+test('a JWKS fetch that hangs fails after fetchTimeoutMs', async () => {
+  const hanging =
+    ((_input: RequestInfo | URL, init?: RequestInit) =>
+      new Promise<Response>((_, reject) => {
+        init?.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+      })) as typeof fetch;
+  const keySet = jwksFromUrl(URL_, { fetch: hanging, fetchTimeoutMs: 50 });
+  await assertUnavailable(keySet.getKey('k1'), 'timeout');
+});
+
+test('unchanged keys keep their CryptoKey across refreshes, so cached verifications survive', async () => {
+  const { k1 } = await testKeys();
+  const jwks = await publishedJwks();
+  const fake = fakeFetch(() => Response.json(jwks));
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch, cacheTtlSeconds: 0 });
+  const first = await keySet.getKey('k1');
+  assert.equal(await keySet.getKey('k1'), first);
+  assert.ok(fake.state.calls >= 2);
+  const token = await signCapabilityToken(baselineClaims() as never, {
+    kid: 'k1',
+    privateKey: k1.privateKey,
+  });
+  const options = { keys: keySet, issuer: TEST_ISSUER, audience: 'svc-a' };
+  await verifyCapabilityToken(token, options);
+  assert.equal((await verifyCapabilityToken(token, options)).identity.serviceId, 'svc-caller');
+});
+
+test('jwksFromServiceBinding sends a GET Request through the binding', async () => {
+  const jwks = await publishedJwks();
+  const seen: Request[] = [];
+  const binding = {
+    fetch(request: Request) {
+      seen.push(request);
+      return Promise.resolve(Response.json(jwks));
+    },
+  };
+  assert.ok(await jwksFromServiceBinding(binding).getKey('k2'));
+  assert.equal(seen[0].url, 'https://control-plane/.well-known/svc/jwks.json');
+  assert.equal(seen[0].method, 'GET');
+  assert.equal(seen[0].headers.get('accept'), 'application/json');
+  const custom = jwksFromServiceBinding(binding, { url: 'https://plane.internal/keys' });
+  assert.ok(await custom.getKey('k1'));
+  assert.equal(seen[1].url, 'https://plane.internal/keys');
+});
+
+test('staticJwks validates at once and imports on first use', async () => {
+  const { k1 } = await testKeys();
+  const jwks = await publishedJwks();
+  const keySet = staticJwks(jwks);
+  assert.equal((await keySet.getKey('k1'))?.type, 'public');
+  assert.equal(await keySet.getKey('missing'), undefined);
+  assert.throws(() => staticJwks({ keys: [k1.privateJwk] }), SvcConfigurationError);
+  assert.throws(() => staticJwks(undefined), SvcConfigurationError);
+});
+
+test('remote sources refuse bad configuration', () => {
+  const fetchImpl = fakeFetch(() => new Response()).fetch;
+  assert.throws(() => jwksFromUrl('not a url', { fetch: fetchImpl }), SvcConfigurationError);
+  assert.throws(() => jwksFromUrl('file:///etc/jwks', { fetch: fetchImpl }), SvcConfigurationError);
+  assert.throws(
+    () => jwksFromUrl(URL_, { fetch: fetchImpl, cacheTtlSeconds: -1 }),
+    SvcConfigurationError,
+  );
+  assert.throws(
+    () => jwksFromUrl(URL_, { fetch: fetchImpl, cacheTtlSeconds: Number.NaN }),
+    SvcConfigurationError,
+  );
+  assert.throws(() => jwksFromServiceBinding({} as never), SvcConfigurationError);
+});
