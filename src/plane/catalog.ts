@@ -227,6 +227,30 @@ function withDeadline<T>(
   return Promise.race([running, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * {@link withDeadline} for work that usually settles at once (a process-local cache, a services
+ * function returning a list): the timer is only armed when the first microtask turn did not
+ * settle it, so the common case costs no timer.
+ */
+async function withLazyDeadline<T>(
+  work: () => T | Promise<T>,
+  ms: number,
+  onTimeout: () => Error,
+): Promise<T> {
+  let running: Promise<T>;
+  try {
+    running = Promise.resolve(work());
+  } catch (error) {
+    running = Promise.reject(error);
+  }
+  let settled = false;
+  running.then(() => (settled = true), () => (settled = true));
+  // One turn lets an already-settled result report; anything slower gets the timer.
+  await null;
+  if (settled) return running;
+  return withDeadline(() => running, ms, onTimeout);
+}
+
 async function readBoundedText(response: Response, targetServiceId: string): Promise<string> {
   if (response.body === null) return '';
   const reader = response.body.getReader();
@@ -283,6 +307,13 @@ function checkClaimedIdentity(value: unknown, targetServiceId: string): void {
   }
 }
 
+/**
+ * Documents this module accepted (and froze). A registry cache that hands one back by reference
+ * (the process-local cache does) is returning exactly what passed the acceptance rule, so only
+ * the id needs comparing; anything else is checked in full.
+ */
+const acceptedDocuments = new WeakSet<object>();
+
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -294,8 +325,9 @@ function deepFreeze<T>(value: T): T {
 /** Accepts a received (or cached) document for a target, or throws a {@link DiscoveryFailure}. */
 function acceptDocument(value: unknown, targetServiceId: string): ServiceDiscoveryDocument {
   checkClaimedIdentity(value, targetServiceId);
+  let document: ServiceDiscoveryDocument;
   try {
-    return deepFreeze(parseServiceDiscoveryDocument(value, targetServiceId));
+    document = deepFreeze(parseServiceDiscoveryDocument(value, targetServiceId));
   } catch (error) {
     const { message } = describeErrorForLog(error);
     const refusal = (error as { reason?: unknown } | null)?.reason === 'discovery_service_mismatch'
@@ -303,6 +335,20 @@ function acceptDocument(value: unknown, targetServiceId: string): ServiceDiscove
       : discoveryRejected(targetServiceId);
     throw new DiscoveryFailure(refusal, `document refused: ${message}`);
   }
+  acceptedDocuments.add(document);
+  return document;
+}
+
+/** A document this module already accepted for `targetServiceId`, or `undefined`. */
+function alreadyAccepted(
+  value: unknown,
+  targetServiceId: string,
+): ServiceDiscoveryDocument | undefined {
+  if (value === null || typeof value !== 'object' || !acceptedDocuments.has(value)) {
+    return undefined;
+  }
+  const document = value as ServiceDiscoveryDocument;
+  return document.id === targetServiceId ? document : undefined;
 }
 
 async function fetchDocument(
@@ -404,8 +450,8 @@ export function createCatalog(options: CatalogOptions): Catalog {
       context: unknown,
     ) => ServiceEndpoint[] | Promise<ServiceEndpoint[]>;
     try {
-      const list = await withDeadline(
-        () => Promise.resolve(produce(context)),
+      const list = await withLazyDeadline(
+        () => produce(context),
         timeoutMs,
         () => new Error(`services(context) did not settle within ${timeoutMs} ms`),
       );
@@ -430,7 +476,7 @@ export function createCatalog(options: CatalogOptions): Catalog {
     const key = discoveryCacheKey(targetServiceId);
     let value: unknown;
     try {
-      value = await withDeadline(
+      value = await withLazyDeadline(
         () => cache.get(key),
         timeoutMs,
         () => new Error(`discovery cache read did not settle within ${timeoutMs} ms`),
@@ -450,6 +496,8 @@ export function createCatalog(options: CatalogOptions): Catalog {
       return undefined;
     }
     if (value === undefined) return undefined;
+    const known = alreadyAccepted(value, targetServiceId);
+    if (known !== undefined) return known;
     try {
       // A shared cache is another writer's state: the acceptance rule applies again on read.
       return acceptDocument(value, targetServiceId);

@@ -39,8 +39,41 @@ export const MAX_REGISTRY_CACHE_ENTRIES = 1_000_000;
 export const MAX_REGISTRY_CACHE_TTL_SECONDS = 31_536_000;
 
 interface MemoryEntry {
-  json: string;
+  /** A deeply frozen plain-data value, kept by reference: nobody can change it. */
+  frozen?: unknown;
+  /** Any other value, as JSON: every read parses a fresh copy. */
+  json?: string;
   expiresAt: number;
+}
+
+/** How deep {@link isDeeplyFrozenData} looks before falling back to JSON. */
+const MAX_FROZEN_DEPTH = 64;
+
+/**
+ * Whether a value is plain JSON data that nobody can change: primitives JSON keeps as they are,
+ * and frozen plain objects / arrays of them, without accessors. Such a value reads back the same
+ * whether stored by reference or through JSON, so the copy can be skipped.
+ */
+function isDeeplyFrozenData(value: unknown, depth = 0): boolean {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (typeof value !== 'object' || depth > MAX_FROZEN_DEPTH || !Object.isFrozen(value)) {
+    return false;
+  }
+  const prototype = Object.getPrototypeOf(value);
+  const isArray = Array.isArray(value);
+  if (
+    isArray ? prototype !== Array.prototype : prototype !== Object.prototype && prototype !== null
+  ) {
+    return false;
+  }
+  for (const key of Reflect.ownKeys(value)) {
+    if (isArray && key === 'length') continue;
+    const descriptor = Object.getOwnPropertyDescriptor(value, key)!;
+    if (typeof key !== 'string' || !('value' in descriptor) || !descriptor.enumerable) return false;
+    if (!isDeeplyFrozenData(descriptor.value, depth + 1)) return false;
+  }
+  return true;
 }
 
 function validateMaxEntries(value: unknown): number {
@@ -91,7 +124,9 @@ function toJson(value: unknown): string {
 /**
  * A process-local registry cache: bounded (least recently used entry evicted first), honouring
  * each entry's TTL, and storing values as JSON so nobody can mutate cached state through a
- * returned object. Each call to this factory creates an independent cache.
+ * returned object. A value that is already deeply frozen plain data (the catalog's accepted
+ * documents) is kept by reference instead: it cannot be mutated either, and reads skip the
+ * parse. Each call to this factory creates an independent cache.
  */
 export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): RegistryCache {
   if (options === null || typeof options !== 'object') {
@@ -119,7 +154,7 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
       entries.delete(checkedKey);
       if (entry.expiresAt <= now()) return undefined;
       entries.set(checkedKey, entry);
-      return JSON.parse(entry.json);
+      return entry.json !== undefined ? JSON.parse(entry.json) : entry.frozen;
     },
     async set(key, value, ttlSeconds) {
       const checkedKey = requireKey(key);
@@ -128,7 +163,7 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
           `Registry cache TTL must be a positive number of seconds, at most ${MAX_REGISTRY_CACHE_TTL_SECONDS}`,
         );
       }
-      const json = toJson(value);
+      const stored = isDeeplyFrozenData(value) ? { frozen: value } : { json: toJson(value) };
       const at = now();
       entries.delete(checkedKey);
       if (entries.size >= maxEntries) evictExpired(at);
@@ -136,7 +171,7 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
         const oldest = entries.keys().next().value as string;
         entries.delete(oldest);
       }
-      entries.set(checkedKey, { json, expiresAt: at + ttlSeconds * 1000 });
+      entries.set(checkedKey, { ...stored, expiresAt: at + ttlSeconds * 1000 });
     },
     async delete(key) {
       entries.delete(requireKey(key));

@@ -227,7 +227,7 @@ test('the keyed discoveryCache form routes each purpose to its own cache', async
 test('HMAC-19 (catalog): a hung target does not delay another; it fails alone with 500', async () => {
   const a = fakeService('svc-a');
   const d = fakeService('svc-d', { behaviour: { kind: 'hang' } });
-  const catalog = catalogOf([d.endpoint, a.endpoint], { discoveryTimeoutMs: 150 });
+  const catalog = catalogOf([d.endpoint, a.endpoint], { discoveryTimeoutMs: 400 });
   let hungSettled = false;
   const hung = catalog.target('svc-d', {}, 'token');
   hung.then(() => (hungSettled = true), () => (hungSettled = true));
@@ -435,6 +435,21 @@ test('a failing registry cache costs a fetch, never a refusal', async () => {
   await settle();
   assert.equal(a.requests.length, 2);
   assert.ok(events.some((event) => event.event === 'svc.catalog.cache_failed'));
+});
+
+test('a registry cache that never answers is bounded by the discovery timeout', async () => {
+  const hanging: RegistryCache = {
+    get: () => new Promise(() => {}),
+    set: () => Promise.resolve(),
+    delete: () => Promise.resolve(),
+  };
+  const a = fakeService('svc-a');
+  const catalog = catalogOf([a.endpoint], {
+    caches: resolveDiscoveryCaches(hanging),
+    discoveryTimeoutMs: 50,
+  });
+  assert.equal((await catalog.target('svc-a', {}, 'token')).document.id, 'svc-a');
+  assert.equal(a.requests.length, 1);
 });
 
 test('one logical catalog: the snapshot is shared by every context', async () => {

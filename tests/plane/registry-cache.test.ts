@@ -46,6 +46,31 @@ test('memoryRegistryCache hands out copies: mutating a read or a written object 
   assert.notEqual(await cache.get('k'), await cache.get('k'));
 });
 
+test('memoryRegistryCache keeps deeply frozen plain data by reference, anything else as a copy', async () => {
+  const cache = memoryRegistryCache();
+  const frozen = Object.freeze({ id: 'svc-a', scopes: Object.freeze(['a', 'b']) });
+  await cache.set('frozen', frozen, 60);
+  assert.equal(await cache.get('frozen'), frozen, 'immutable: no copy needed');
+
+  const shallow = Object.freeze({ id: 'svc-a', scopes: ['a'] });
+  await cache.set('shallow', shallow, 60);
+  const read = (await cache.get('shallow')) as { scopes: string[] };
+  assert.notEqual(read, shallow);
+  shallow.scopes.push('later');
+  assert.deepEqual(read.scopes, ['a'], 'a nested mutable array was copied at write time');
+
+  const withAccessor = Object.freeze(
+    Object.defineProperty({}, 'x', { get: () => 1, enumerable: true }),
+  );
+  await cache.set('accessor', withAccessor, 60);
+  assert.notEqual(await cache.get('accessor'), withAccessor);
+  assert.deepEqual(await cache.get('accessor'), { x: 1 });
+
+  const withUndefined = Object.freeze({ a: 1, b: undefined });
+  await cache.set('undefined', withUndefined, 60);
+  assert.deepEqual(await cache.get('undefined'), { a: 1 }, 'reads back exactly as JSON would');
+});
+
 test('memoryRegistryCache is bounded and evicts the least recently used entry', async () => {
   const cache = memoryRegistryCache({ maxEntries: 2 });
   await cache.set('a', 1, 60);
