@@ -60,6 +60,23 @@ export interface IssuedToken {
   scopes: string[];
 }
 
+/** What the issuing function learns about the request besides its body. */
+export interface TokenIssueContext {
+  /** The request id the plane assigned. */
+  requestId: string;
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
+  /** The plane's request context (e.g. Hono's `c`), passed through untouched when given. */
+  requestContext?: unknown;
+}
+
+/** The token endpoint handler: one request in, one response out, never a throw. */
+export type TokenEndpointHandler = (
+  request: Request,
+  requestId: string,
+  requestContext?: unknown,
+) => Promise<Response>;
+
 /** Options of {@link createTokenEndpoint}. */
 export interface TokenEndpointOptions {
   /** Who may request tokens; `undefined` or empty refuses every request with 401. */
@@ -70,7 +87,7 @@ export interface TokenEndpointOptions {
   issue(
     caller: AuthenticatedCaller,
     request: TokenRequestBody,
-    context: { requestId: string; signal?: AbortSignal },
+    context: TokenIssueContext,
   ): Promise<IssuedToken>;
   /** Event sink (`svc.caller_auth.not_configured`). */
   log: (event: SvcLogEvent, c?: unknown) => void;
@@ -273,11 +290,13 @@ function parseJsonObject(bytes: Uint8Array): Record<string, unknown> | undefined
 
 /**
  * Builds the token endpoint handler. The returned function answers one request; the plane
- * passes the request id it assigned (echoed in problem bodies; the plane sets the header).
+ * passes the request id it assigned (echoed in problem bodies; the plane sets the header) and,
+ * optionally, its request context, which reaches `issue` as `context.requestContext` and the
+ * log callback as its second argument.
  */
 export function createTokenEndpoint(
   options: TokenEndpointOptions,
-): (request: Request, requestId: string) => Promise<Response> {
+): TokenEndpointHandler {
   const authenticators = checkAuthenticators(options.authenticators);
   const maxBodyBytes = positiveInteger(
     options.maxBodyBytes,
@@ -334,7 +353,11 @@ export function createTokenEndpoint(
       NO_STORE_HEADERS,
     );
 
-  async function handle(request: Request, requestId: string): Promise<Response> {
+  async function handle(
+    request: Request,
+    requestId: string,
+    requestContext: unknown,
+  ): Promise<Response> {
     if (request.method !== 'POST') {
       cancelQuietly(request);
       return refuse(requestId, {
@@ -346,7 +369,10 @@ export function createTokenEndpoint(
     }
     if (authenticators.length === 0) {
       cancelQuietly(request);
-      options.log({ event: CALLER_AUTH_NOT_CONFIGURED_EVENT, level: 'warn', requestId });
+      options.log(
+        { event: CALLER_AUTH_NOT_CONFIGURED_EVENT, level: 'warn', requestId },
+        requestContext,
+      );
       return unauthenticated(requestId);
     }
     const body = await readBoundedBody(request, maxBodyBytes, bodyTimeoutMs);
@@ -409,13 +435,15 @@ export function createTokenEndpoint(
         'callerServiceId is not the authenticated caller',
       );
     }
-    const issued = await options.issue(caller, accepted, { requestId, signal: request.signal });
+    const context: TokenIssueContext = { requestId, signal: request.signal };
+    if (requestContext !== undefined) context.requestContext = requestContext;
+    const issued = await options.issue(caller, accepted, context);
     return tokenResponse(issued);
   }
 
-  return async (request, requestId) => {
+  return async (request, requestId, requestContext) => {
     try {
-      return await handle(request, requestId);
+      return await handle(request, requestId, requestContext);
     } catch (error) {
       return problemFromError(error, requestId, NO_STORE_HEADERS);
     }

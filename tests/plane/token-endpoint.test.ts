@@ -487,3 +487,30 @@ test('an unknown scheme is refused with the challenges of every configured schem
     'Svc-JWK',
   );
 });
+
+test('the plane request context reaches issue() and the log untouched', async () => {
+  const fixture = await endpointFixture();
+  const seen: unknown[] = [];
+  const logged: unknown[] = [];
+  const requestContext = { env: { marker: 1 } };
+  const endpoint = createTokenEndpoint({
+    authenticators: [fixture.hmac],
+    issuer: ISSUER,
+    log: (_event, c) => logged.push(c),
+    issue: async (_caller, _request, context) => {
+      seen.push(context.requestContext, context.requestId, context.signal instanceof AbortSignal);
+      return { token: 't', expiresAt: new Date(Date.now() + 60_000), scopes: ['svc-a.read'] };
+    },
+  });
+  const parts = await signedHmacParts(fixture);
+  assert.equal((await endpoint(requestFrom(parts), 'rid-c', requestContext)).status, 200);
+  assert.deepEqual(seen, [requestContext, 'rid-c', true]);
+  const unconfigured = createTokenEndpoint({
+    authenticators: undefined,
+    issuer: ISSUER,
+    log: (_event, c) => logged.push(c),
+    issue: () => Promise.reject(new Error('never')),
+  });
+  await unconfigured(requestFrom(parts), 'rid-d', requestContext);
+  assert.equal(logged[0], requestContext);
+});
