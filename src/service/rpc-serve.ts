@@ -214,12 +214,14 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
     );
   }
   const limits = checkedLimits(options.limits);
+  // Some runtimes (Deno) close the original request once it is upgraded, headers included;
+  // the session keeps a detached copy of what it may still want to read.
+  const upgradeRequest = new Request(request.url, { method: 'GET', headers: request.headers });
   return upgrader.upgrade(request, options.runtime, (socket) => {
     const transport = new WebSocketRpcTransport(socket);
     try {
-      new RpcSession(transport, options.createMain({ transport: 'websocket', request }), {
-        limits,
-      });
+      const main = options.createMain({ transport: 'websocket', request: upgradeRequest });
+      new RpcSession(transport, main, { limits });
     } catch (error) {
       transport.abort(error);
     }

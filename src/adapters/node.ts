@@ -1,0 +1,179 @@
+/**
+ * Node: serve a `fetch` target over `node:http` (through `@hono/node-server`), with WebSocket
+ * upgrades handled by `ws`, and a `ws`-backed WebSocket factory for callers on Node 20.
+ *
+ * Node delivers an upgrade as an `upgrade` event with the raw socket, outside the request
+ * handler. The helper turns it into a `Request`, lets the target decide (its upgrader only
+ * records the decision), and completes the handshake afterwards, so the target's response
+ * headers (a request id, say) ride on the `101`, and a refusal is written back as a normal
+ * HTTP response.
+ *
+ * @module
+ */
+import { createAdaptorServer } from '@hono/node-server';
+import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
+import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import {
+  CONNECTION_HEADERS,
+  DEFAULT_SERVE_HOSTNAME,
+  type FetchTarget,
+  type ServedServer,
+  servedUrl,
+  type ServeOptions,
+} from './serve-target.ts';
+
+export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
+
+/** Largest WebSocket message accepted, in bytes (Cap'n Web's own message limit applies too). */
+const MAX_WEBSOCKET_PAYLOAD_BYTES = 32 * 1024 * 1024;
+
+/** Largest refusal body written back on an upgrade connection. */
+const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
+
+/**
+ * A WebSocket factory for callers (`websocketRpc(url, { createWebSocket })`) backed by the
+ * `ws` client. It installs no global: the RPC transport compares ready states with the numeric
+ * values the WebSocket standard fixes, so it never reads `WebSocket.CONNECTING` from a global.
+ */
+export function nodeWebSocketFactory(
+  options: { maxPayload?: number } = {},
+): (url: string) => WebSocket {
+  const maxPayload = options.maxPayload ?? MAX_WEBSOCKET_PAYLOAD_BYTES;
+  return (url: string) => new WsWebSocket(url, { maxPayload }) as unknown as WebSocket;
+}
+
+/** The Request a Node upgrade event stands for (headers only; an upgrade has no body). */
+function upgradeRequestFrom(incoming: IncomingMessage): Request {
+  const target = incoming.url ?? '/';
+  if (!target.startsWith('/')) throw new TypeError('upgrade request target must be a path');
+  const url = new URL(target, `http://${incoming.headers.host ?? 'localhost'}`);
+  const headers = new Headers();
+  const raw = incoming.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+  return new Request(url, { method: incoming.method ?? 'GET', headers });
+}
+
+/** Writes `response` on a socket that asked to upgrade, then ends it. */
+async function writeRefusal(socket: Duplex, response: Response): Promise<void> {
+  if (socket.destroyed) return;
+  const body = new Uint8Array(await response.arrayBuffer()).subarray(0, MAX_REFUSAL_BODY_BYTES);
+  const lines = [
+    `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status] ?? ''}`,
+    'Connection: close',
+    `Content-Length: ${body.byteLength}`,
+  ];
+  response.headers.forEach((value, name) => {
+    if (!CONNECTION_HEADERS.has(name)) lines.push(`${name}: ${value}`);
+  });
+  const head = new TextEncoder().encode(`${lines.join('\r\n')}\r\n\r\n`);
+  const message = new Uint8Array(head.byteLength + body.byteLength);
+  message.set(head);
+  message.set(body, head.byteLength);
+  socket.end(message);
+}
+
+/** Everything one server needs to answer upgrade events. */
+interface UpgradeContext {
+  target: FetchTarget;
+  env: Record<string, unknown>;
+  wss: WebSocketServer;
+  handshakeHeaders: WeakMap<IncomingMessage, Headers>;
+}
+
+/**
+ * Handles one upgrade event: asks the target, then either completes the handshake and hands
+ * the socket to the accepted session, or writes the target's refusal.
+ */
+async function handleUpgrade(
+  context: UpgradeContext,
+  incoming: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+): Promise<void> {
+  socket.on('error', () => socket.destroy());
+  let accepted: ((socket: WebSocket) => void) | undefined;
+  const upgrader: WebSocketUpgrader = {
+    upgrade(_request, _runtime, accept) {
+      accepted = accept;
+      // Stands for the 101 the helper writes once the target returns.
+      return new Response(null, { status: 200 });
+    },
+  };
+  let response: Response;
+  try {
+    const request = upgradeRequestFrom(incoming);
+    const env = withWebSocketUpgrader({ ...context.env, incoming, outgoing: undefined }, upgrader);
+    response = await context.target.fetch(request, env);
+  } catch {
+    await writeRefusal(socket, new Response('Bad upgrade request', { status: 400 }));
+    return;
+  }
+  const accept = accepted;
+  if (accept === undefined || response.status !== 200) {
+    await writeRefusal(socket, response);
+    return;
+  }
+  await response.body?.cancel();
+  if (socket.destroyed) return;
+  context.handshakeHeaders.set(incoming, response.headers);
+  context.wss.handleUpgrade(incoming, socket, head, (ws) => {
+    accept(ws as unknown as WebSocket);
+  });
+}
+
+function listen(server: Server, port: number, hostname: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, hostname, () => {
+      server.off('error', reject);
+      const address = server.address();
+      resolve(typeof address === 'object' && address !== null ? address.port : port);
+    });
+  });
+}
+
+/**
+ * Serves `target` on Node. Each request's `env` carries `options.env`, Node's `incoming` and
+ * `outgoing`, and (on upgrades) the Node WebSocket upgrader, so `serveRpc` finds it.
+ */
+export async function serveNode(
+  target: FetchTarget,
+  options: ServeOptions = {},
+): Promise<ServedServer> {
+  const hostname = options.hostname ?? DEFAULT_SERVE_HOSTNAME;
+  const userEnv = options.env ?? {};
+  const server = createAdaptorServer({
+    hostname,
+    // Replacing the global Request/Response would change the application's behaviour.
+    overrideGlobalObjects: false,
+    fetch: (request, nodeEnv) => target.fetch(request, { ...userEnv, ...nodeEnv }),
+  }) as Server;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES });
+  const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
+  wss.on('headers', (lines: string[], incoming: IncomingMessage) => {
+    handshakeHeaders.get(incoming)?.forEach((value, name) => {
+      if (!CONNECTION_HEADERS.has(name)) lines.push(`${name}: ${value}`);
+    });
+  });
+  const context: UpgradeContext = { target, env: userEnv, wss, handshakeHeaders };
+  server.on('upgrade', (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+    handleUpgrade(context, incoming, socket, head).catch(() => socket.destroy());
+  });
+  const port = await listen(server, options.port ?? 0, hostname);
+  let closing: Promise<void> | undefined;
+  return {
+    url: servedUrl(hostname, port),
+    port,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        for (const client of wss.clients) client.terminate();
+        wss.close();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,37 @@
+/**
+ * Cloudflare Workers: the `export default` object for a `fetch` target, with WebSocket upgrades
+ * through `WebSocketPair`.
+ *
+ * `serveRpc` also recognises Workers by the `WebSocketPair` global on its own; the entrypoint
+ * passes the upgrader explicitly so nothing depends on detection.
+ *
+ * @module
+ */
+import {
+  webSocketPairUpgrader,
+  type WebSocketUpgrader,
+  withWebSocketUpgrader,
+} from '../service/websocket-upgrade.ts';
+import type { FetchTarget } from './serve-target.ts';
+
+export type { FetchTarget } from './serve-target.ts';
+
+/** The Workers upgrader: `WebSocketPair`, the server end accepted, the client end in a `101`. */
+export const workersWebSocketUpgrader: WebSocketUpgrader = webSocketPairUpgrader;
+
+/** The module-worker shape Workers expects as `export default`. */
+export interface WorkersEntrypoint {
+  fetch(request: Request, env: unknown, ctx: unknown): Promise<Response>;
+}
+
+/**
+ * Wraps `target` as a Workers entrypoint: `export default workersEntrypoint(service)`. Each
+ * request's `env` is the Worker's bindings plus the Workers WebSocket upgrader.
+ */
+export function workersEntrypoint(target: FetchTarget): WorkersEntrypoint {
+  return {
+    async fetch(request, env, ctx) {
+      return await target.fetch(request, withWebSocketUpgrader(env, workersWebSocketUpgrader), ctx);
+    },
+  };
+}
