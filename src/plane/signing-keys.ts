@@ -24,7 +24,7 @@ export interface SigningKeyEntry {
   /** The key id published in the JWKS and put in the header of tokens this key signs. */
   kid: string;
   /** A private P-256 JWK (object or JSON text) or a PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`). */
-  secret: string | JsonWebKey;
+  secret: string | (JsonWebKey & { kid?: string });
 }
 
 /** The `signingKeys` option: a list, or a function of the environment returning one. */
