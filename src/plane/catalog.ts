@@ -26,13 +26,10 @@
  *
  * @module
  */
-import { CapabilityAuthError, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
+import { SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 import { MAX_SVC_TIMEOUT_MS } from '../core/deadline.ts';
 import { createEventLog, describeErrorForLog, type SvcLogOption } from '../core/logging.ts';
-import {
-  parseServiceDiscoveryDocument,
-  type ServiceDiscoveryDocument,
-} from '../service/discovery.ts';
+import type { ServiceDiscoveryDocument } from '../service/discovery.ts';
 import { type ServiceEndpoint, validateServiceEndpoint } from './endpoints.ts';
 import {
   type DiscoveryPurpose,
@@ -40,6 +37,16 @@ import {
   type RegistryCache,
   type ResolvedDiscoveryCaches,
 } from './registry-cache.ts';
+import {
+  acceptDocument,
+  alreadyAccepted,
+  DiscoveryFailure,
+  fetchDocument,
+  targetUnreachable,
+  unknownTarget,
+} from './target-discovery.ts';
+
+export { MAX_DISCOVERY_DOCUMENT_BYTES } from './target-discovery.ts';
 
 /** The `services` option: a fixed endpoint list, or a function of the runtime context. */
 export type ServicesOption =
@@ -107,9 +114,6 @@ export const DEFAULT_DISCOVERY_TIMEOUT_MS = 5000;
 /** How long an accepted discovery document is cached when `cacheTtlSeconds` is not given. */
 export const DEFAULT_DISCOVERY_CACHE_TTL_SECONDS = 60;
 
-/** The largest discovery document body read; a larger one is rejected. */
-export const MAX_DISCOVERY_DOCUMENT_BYTES = 4 * 1024 * 1024;
-
 /** The registry cache key of a target's discovery snapshot. */
 export function discoveryCacheKey(targetServiceId: string): string {
   return `svc:discovery:v1:${targetServiceId}`;
@@ -156,33 +160,6 @@ function catalogUnavailable(): SvcInternalError {
   return new SvcInternalError('The service catalog is unavailable', {
     reason: 'catalog_unavailable',
   });
-}
-
-function unknownTarget(targetServiceId: string): CapabilityAuthError {
-  return new CapabilityAuthError(`Unknown target service "${targetServiceId}"`, {
-    status: 403,
-    reason: 'unknown_target',
-  });
-}
-
-function targetUnreachable(targetServiceId: string): SvcInternalError {
-  return new SvcInternalError(`Target service "${targetServiceId}" is unreachable`, {
-    reason: 'target_unreachable',
-  });
-}
-
-function discoveryRejected(targetServiceId: string): SvcInternalError {
-  return new SvcInternalError(
-    `Target service "${targetServiceId}" published a discovery document that is not accepted`,
-    { reason: 'target_discovery_rejected' },
-  );
-}
-
-/** Why a resolution failed, for the log only: never shown to the caller. */
-class DiscoveryFailure extends Error {
-  constructor(readonly refusal: Error, readonly detail: string) {
-    super(detail);
-  }
 }
 
 /**
@@ -249,151 +226,6 @@ async function withLazyDeadline<T>(
   await null;
   if (settled) return running;
   return withDeadline(() => running, ms, onTimeout);
-}
-
-async function readBoundedText(response: Response, targetServiceId: string): Promise<string> {
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_DISCOVERY_DOCUMENT_BYTES) {
-      await reader.cancel().catch(() => {});
-      throw new DiscoveryFailure(
-        discoveryRejected(targetServiceId),
-        `document larger than ${MAX_DISCOVERY_DOCUMENT_BYTES} bytes`,
-      );
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new DiscoveryFailure(discoveryRejected(targetServiceId), 'document is not UTF-8');
-  }
-}
-
-/**
- * The registry acceptance rule: the endpoint configuration is the identity authority, so a
- * document claiming another id (or a catalog naming another service) is not that service.
- */
-function checkClaimedIdentity(value: unknown, targetServiceId: string): void {
-  if (value === null || typeof value !== 'object') return;
-  const record = value as Record<string, unknown>;
-  if (typeof record.id === 'string' && record.id !== targetServiceId) {
-    throw new DiscoveryFailure(
-      unknownTarget(targetServiceId),
-      `document id "${record.id.slice(0, 128)}" differs from the endpoint id`,
-    );
-  }
-  const capabilities = record.capabilities as Record<string, unknown> | null | undefined;
-  if (capabilities !== null && typeof capabilities === 'object') {
-    const serviceId = capabilities.serviceId;
-    if (typeof serviceId === 'string' && serviceId !== targetServiceId) {
-      throw new DiscoveryFailure(
-        unknownTarget(targetServiceId),
-        `capabilities.serviceId "${serviceId.slice(0, 128)}" differs from the endpoint id`,
-      );
-    }
-  }
-}
-
-/**
- * Documents this module accepted (and froze). A registry cache that hands one back by reference
- * (the process-local cache does) is returning exactly what passed the acceptance rule, so only
- * the id needs comparing; anything else is checked in full.
- */
-const acceptedDocuments = new WeakSet<object>();
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
-  }
-  return value;
-}
-
-/** Accepts a received (or cached) document for a target, or throws a {@link DiscoveryFailure}. */
-function acceptDocument(value: unknown, targetServiceId: string): ServiceDiscoveryDocument {
-  checkClaimedIdentity(value, targetServiceId);
-  let document: ServiceDiscoveryDocument;
-  try {
-    document = deepFreeze(parseServiceDiscoveryDocument(value, targetServiceId));
-  } catch (error) {
-    const { message } = describeErrorForLog(error);
-    const refusal = (error as { reason?: unknown } | null)?.reason === 'discovery_service_mismatch'
-      ? unknownTarget(targetServiceId)
-      : discoveryRejected(targetServiceId);
-    throw new DiscoveryFailure(refusal, `document refused: ${message}`);
-  }
-  acceptedDocuments.add(document);
-  return document;
-}
-
-/** A document this module already accepted for `targetServiceId`, or `undefined`. */
-function alreadyAccepted(
-  value: unknown,
-  targetServiceId: string,
-): ServiceDiscoveryDocument | undefined {
-  if (value === null || typeof value !== 'object' || !acceptedDocuments.has(value)) {
-    return undefined;
-  }
-  const document = value as ServiceDiscoveryDocument;
-  return document.id === targetServiceId ? document : undefined;
-}
-
-async function fetchDocument(
-  endpoint: ServiceEndpoint,
-  signal: AbortSignal,
-  requestId: string | undefined,
-): Promise<ServiceDiscoveryDocument> {
-  let response: Response;
-  try {
-    response = await endpoint.fetchDiscovery({
-      signal,
-      ...(requestId !== undefined ? { requestId } : {}),
-    });
-  } catch (error) {
-    const { name, message } = describeErrorForLog(error);
-    throw new DiscoveryFailure(
-      targetUnreachable(endpoint.id),
-      `request failed: ${name}: ${message}`,
-    );
-  }
-  if (!(response instanceof Response)) {
-    throw new DiscoveryFailure(
-      targetUnreachable(endpoint.id),
-      'fetchDiscovery returned no Response',
-    );
-  }
-  if (response.status !== 200) {
-    await response.body?.cancel().catch(() => {});
-    throw new DiscoveryFailure(targetUnreachable(endpoint.id), `answered HTTP ${response.status}`);
-  }
-  let text: string;
-  try {
-    text = await readBoundedText(response, endpoint.id);
-  } catch (error) {
-    if (error instanceof DiscoveryFailure) throw error;
-    const { message } = describeErrorForLog(error);
-    throw new DiscoveryFailure(targetUnreachable(endpoint.id), `body read failed: ${message}`);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new DiscoveryFailure(discoveryRejected(endpoint.id), 'document is not valid JSON');
-  }
-  return acceptDocument(value, endpoint.id);
 }
 
 interface InFlightDiscovery {
