@@ -16,7 +16,11 @@ import { resolveControlPlaneOptions, type ControlPlaneOptions } from './control-
 import { createInProcessSessions } from './in-process-session.ts';
 import { createIssuer, type IssueCapabilityTokenOptions } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
-import { type SigningAuthority, signingAuthorityFromOption } from './signing-keys.ts';
+import {
+  checkSigningKeyEntries,
+  type SigningAuthority,
+  signingAuthorityFromOption,
+} from './signing-keys.ts';
 import { createTokenEndpoint } from './token-endpoint.ts';
 
 /** Where the control plane publishes its JWKS. */
@@ -43,7 +47,8 @@ export function createControlPlane(options: ControlPlaneOptions) {
   const log = createEventLog(options.log);
   const authorityFor = (env: unknown): Promise<SigningAuthority> =>
     signingAuthorityFromOption(options.signingKeys, env);
-  // A static key list is checked and imported now, so a bad list refuses to start.
+  // A static key list is checked now (a duplicate kid refuses to start) and imported once.
+  if (Array.isArray(options.signingKeys)) checkSigningKeyEntries(options.signingKeys);
   const staticAuthority = Array.isArray(options.signingKeys) ? authorityFor(undefined) : undefined;
   staticAuthority?.catch(() => {});
   const catalog = createCatalog({
@@ -81,7 +86,7 @@ export function createControlPlane(options: ControlPlaneOptions) {
     log,
     issue: (caller, body, context) => {
       const { callerServiceId: _stated, ...rest } = body;
-      return issueCapabilityTokenForCaller({ caller, ...rest, context: context });
+      return issueCapabilityTokenForCaller({ caller, ...rest, context: context.requestContext });
     },
   });
 
@@ -100,14 +105,14 @@ export function createControlPlane(options: ControlPlaneOptions) {
   });
 
   app.get(JWKS_PATH, async (c) => {
-    const authority = staticAuthority ?? await authorityFor(c.env);
+    const authority = await (staticAuthority ?? authorityFor(c.env));
     return new Response(JSON.stringify(authority.jwks), {
       headers: { 'Content-Type': 'application/jwk-set+json', ...jwksHeaders },
     });
   });
 
   app.all(CAPABILITY_TOKEN_PATH, (c) =>
-    tokenEndpoint(c.req.raw, c.get('requestId' as never) as string));
+    tokenEndpoint(c.req.raw, c.get('requestId' as never) as string, c));
 
   app.notFound((c) =>
     problemResponse({

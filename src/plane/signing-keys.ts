@@ -71,7 +71,11 @@ function checkKid(kid: unknown, index: number): string {
   return kid;
 }
 
-function checkEntries(entries: unknown): SigningKeyEntry[] {
+/**
+ * Checks a signing-key list synchronously (non-empty, explicit distinct kids, secrets present),
+ * so a control plane with a bad static list refuses to start before serving anything.
+ */
+export function checkSigningKeyEntries(entries: unknown): SigningKeyEntry[] {
   if (!Array.isArray(entries) || entries.length === 0) {
     refuse('signingKeys must list at least one { kid, secret } entry');
   }
@@ -226,7 +230,7 @@ async function importSigningKey(entry: SigningKeyEntry): Promise<
  * whose own kid disagrees with the entry's.
  */
 export async function loadSigningAuthority(entries: SigningKeyEntry[]): Promise<SigningAuthority> {
-  const checked = checkEntries(entries);
+  const checked = checkSigningKeyEntries(entries);
   const imported = await Promise.all(checked.map(importSigningKey));
   const publicJwks = imported.map((key) => key.publicJwk);
   // Read back as a service would, so the plane never publishes a JWKS its services refuse.
@@ -262,7 +266,7 @@ export async function signingAuthorityFromOption(
   if (typeof option === 'function') entries = await option(env);
   else if (Array.isArray(option)) entries = option;
   else refuse('signingKeys must be a list of { kid, secret } or a function of env returning one');
-  const checked = checkEntries(entries);
+  const checked = checkSigningKeyEntries(entries);
   const key = contentKey(checked);
   let authority = authoritiesByContent.get(key);
   if (authority === undefined) {

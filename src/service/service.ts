@@ -106,7 +106,7 @@ export function createService(options: ServiceOptions): SvcService {
     emit(c, {
       event: 'svc.discovery.served',
       level: 'info',
-      requestId: c.get('requestId' as never),
+      requestId: c.get('requestId' as never) as string,
     });
     return new Response(documentBody, {
       headers: { 'Content-Type': 'application/json', ...discoveryHeaders },
