@@ -5,3 +5,5 @@
  * @module
  */
 export * from './src/core/mod.ts';
+export * from './src/service/mod.ts';
+export * from './src/plane/mod.ts';

@@ -1,0 +1,46 @@
+/**
+ * The control plane: signing authority, JWKS, catalog, caller authentication, token endpoint and
+ * in-process sessions.
+ *
+ * @module
+ */
+export {
+  CAPABILITY_TOKEN_PATH,
+  type ControlPlane,
+  createControlPlane,
+  type IssueForCallerOptions,
+  JWKS_PATH,
+} from './control-plane.ts';
+export type { ControlPlaneOptions } from './control-plane-options.ts';
+export {
+  DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
+  type IssueCapabilityTokenOptions,
+  type IssuedCapabilityToken,
+  MAX_CAPABILITY_TOKEN_TTL_SECONDS,
+} from './issuer.ts';
+export type { BrokerCaller, InProcessSessionOptions } from './in-process-session.ts';
+export {
+  cloudflareServiceBinding,
+  httpService,
+  localService,
+  type ServiceEndpoint,
+  type ServiceGrant,
+} from './endpoints.ts';
+export type { ServicesOption } from './catalog.ts';
+export {
+  type DiscoveryCacheOption,
+  memoryRegistryCache,
+  type RegistryCache,
+} from './registry-cache.ts';
+export {
+  type AuthenticatedCaller,
+  CallerAuthError,
+  type CallerAuthenticator,
+} from './caller-auth.ts';
+export { hmacServiceClientAuth } from './caller-auth-hmac.ts';
+export { jwkServiceClientAuth } from './caller-auth-jwk.ts';
+export {
+  generateSigningKeyEntry,
+  type SigningKeyEntry,
+  type SigningKeysOption,
+} from './signing-keys.ts';

@@ -1,0 +1,56 @@
+/**
+ * The service role: define abilities, serve them, and call other services' abilities.
+ *
+ * @module
+ */
+export {
+  type AbilityAccess,
+  type AbilityDefinition,
+  type AbilityExposure,
+  type AbilityTransport,
+  defineAbility,
+  type HandlerFactoryInput,
+} from './ability.ts';
+export {
+  abilityMethod,
+  type McpProjection,
+  type MethodDefinition,
+  type RestProjection,
+} from './method.ts';
+export { type CapabilityCatalog, defineCapabilities } from './capabilities.ts';
+export { requireScopes } from './scopes.ts';
+export type { AbilityHandlerObject, AbilityMethodRpc, AbilityRpc } from './types.ts';
+export type {
+  AbilityDiscoveryEntry,
+  MethodDiscoveryEntry,
+  ServiceDiscoveryDocument,
+} from './discovery.ts';
+export { createService, SERVICE_DISCOVERY_PATH, type SvcService } from './service.ts';
+export type {
+  ServiceAuthOptions,
+  ServiceIngressOptions,
+  ServiceOptions,
+  ServiceTimeoutOptions,
+} from './service-options.ts';
+export { svcLogEvents } from './log-events.ts';
+export { jwksFromServiceBinding, jwksFromUrl, staticJwks } from './jwks-sources.ts';
+export {
+  type AbilitySession,
+  abilitySession,
+  type AbilitySessionOptions,
+  disposeAbilitySession,
+  type ProofSigner,
+  type TokenRequester,
+} from './ability-session.ts';
+export { cloudflareServiceBindingRpc, httpBatchRpc } from './transports/http-batch.ts';
+export { websocketRpc, type WebSocketRpcOptions } from './transports/websocket.ts';
+export { customRpcTransport } from './transports/custom.ts';
+export { cloudflareNativeRpc } from './transports/cloudflare-native.ts';
+export type { RpcTransportFactory } from './transports/outbound-metadata.ts';
+export {
+  controlPlaneHmacTokenRequester,
+  controlPlaneJwkTokenRequester,
+  controlPlaneRpcTokenRequester,
+} from './token-requesters.ts';
+export { jwkCapabilityProofSigner } from './proof-signer.ts';
+export type { WebSocketUpgrader } from './websocket-upgrade.ts';
