@@ -206,3 +206,55 @@ test('nextMacrotask runs after pending microtasks', async () => {
   await macro;
   assert.deepEqual(order, ['microtask', 'then', 'macrotask']);
 });
+
+type TimerGlobals = {
+  setImmediate?: (callback: () => void) => unknown;
+  setTimeout: typeof setTimeout;
+};
+
+test('the batch flush uses setImmediate where it exists, never a clamped timer', async () => {
+  const globals = globalThis as unknown as TimerGlobals;
+  const originalImmediate = globals.setImmediate;
+  const originalTimeout = globals.setTimeout;
+  let immediates = 0;
+  let timers = 0;
+  globals.setImmediate = (callback) => {
+    immediates++;
+    return originalTimeout(callback, 0);
+  };
+  globals.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    timers++;
+    return originalTimeout(...args);
+  }) as typeof setTimeout;
+  try {
+    await nextMacrotask();
+  } finally {
+    globals.setImmediate = originalImmediate;
+    globals.setTimeout = originalTimeout;
+    if (originalImmediate === undefined) delete globals.setImmediate;
+  }
+  assert.equal(immediates, 1);
+  assert.equal(timers, 0);
+});
+
+test('without setImmediate the batch flush posts a MessageChannel message, not a timer', async () => {
+  const globals = globalThis as unknown as TimerGlobals;
+  const originalImmediate = globals.setImmediate;
+  const originalTimeout = globals.setTimeout;
+  let timers = 0;
+  delete globals.setImmediate;
+  globals.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    timers++;
+    return originalTimeout(...args);
+  }) as typeof setTimeout;
+  try {
+    await nextMacrotask();
+    const endpoint = fakeRpcEndpoint();
+    const { session } = sessionOver(endpoint.fetch);
+    assert.deepEqual(await session.echo({ value: 'no immediate' }), { value: 'no immediate' });
+  } finally {
+    globals.setTimeout = originalTimeout;
+    if (originalImmediate !== undefined) globals.setImmediate = originalImmediate;
+  }
+  assert.equal(timers, 0);
+});
