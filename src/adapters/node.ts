@@ -134,9 +134,46 @@ function listen(server: Server, port: number, hostname: string): Promise<number>
   });
 }
 
+/** What {@link attachWebSocketUpgrades} returns. */
+export interface AttachedWebSocketUpgrades {
+  /** Terminates every WebSocket it accepted and stops handling upgrades. */
+  close(): void;
+}
+
 /**
- * Serves `target` on Node. Each request's `env` carries `options.env`, Node's `incoming` and
- * `outgoing`, and (on upgrades) the Node WebSocket upgrader, so `serveRpc` finds it.
+ * Handles WebSocket upgrades on an existing Node `http.Server` for `target`: each upgrade
+ * becomes a `Request` whose `env` carries `options.env`, Node's `incoming` and the Node
+ * upgrader, so `serveRpc` accepts it; a refusal is written back as an HTTP response.
+ */
+export function attachWebSocketUpgrades(
+  server: Server,
+  target: FetchTarget,
+  options: { env?: Record<string, unknown> } = {},
+): AttachedWebSocketUpgrades {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES });
+  const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
+  wss.on('headers', (lines: string[], incoming: IncomingMessage) => {
+    handshakeHeaders.get(incoming)?.forEach((value, name) => {
+      if (!CONNECTION_HEADERS.has(name)) lines.push(`${name}: ${value}`);
+    });
+  });
+  const context: UpgradeContext = { target, env: options.env ?? {}, wss, handshakeHeaders };
+  const onUpgrade = (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+    handleUpgrade(context, incoming, socket, head).catch(() => socket.destroy());
+  };
+  server.on('upgrade', onUpgrade);
+  return {
+    close() {
+      server.off('upgrade', onUpgrade);
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+    },
+  };
+}
+
+/**
+ * Serves `target` on Node. Each request's `env` carries `options.env` and Node's `incoming` and
+ * `outgoing`; upgrades also carry the Node WebSocket upgrader, so `serveRpc` finds it.
  */
 export async function serveNode(
   target: FetchTarget,
@@ -150,17 +187,7 @@ export async function serveNode(
     overrideGlobalObjects: false,
     fetch: (request, nodeEnv) => target.fetch(request, { ...userEnv, ...nodeEnv }),
   }) as Server;
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES });
-  const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
-  wss.on('headers', (lines: string[], incoming: IncomingMessage) => {
-    handshakeHeaders.get(incoming)?.forEach((value, name) => {
-      if (!CONNECTION_HEADERS.has(name)) lines.push(`${name}: ${value}`);
-    });
-  });
-  const context: UpgradeContext = { target, env: userEnv, wss, handshakeHeaders };
-  server.on('upgrade', (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
-    handleUpgrade(context, incoming, socket, head).catch(() => socket.destroy());
-  });
+  const upgrades = attachWebSocketUpgrades(server, target, { env: userEnv });
   const port = await listen(server, options.port ?? 0, hostname);
   let closing: Promise<void> | undefined;
   return {
@@ -168,8 +195,7 @@ export async function serveNode(
     port,
     close() {
       closing ??= new Promise<void>((resolve) => {
-        for (const client of wss.clients) client.terminate();
-        wss.close();
+        upgrades.close();
         server.close(() => resolve());
         server.closeAllConnections();
       });

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WebSocket as WsWebSocket } from 'ws';
-import { nodeWebSocketFactory, serveNode } from '../../../src/adapters/node.ts';
+import { createServer } from 'node:http';
+import {
+  attachWebSocketUpgrades,
+  nodeWebSocketFactory,
+  serveNode,
+} from '../../../src/adapters/node.ts';
 import { svcErrorInfo } from '../../../src/core/errors.ts';
 import { abilitySession, disposeAbilitySession } from '../../../src/service/ability-session.ts';
 import { httpBatchRpc } from '../../../src/service/transports/http-batch.ts';
@@ -199,3 +204,31 @@ test('serveNode: a session sees the server going away as an error, not a hang', 
     await server.close();
   }
 });
+
+test(
+  'attachWebSocketUpgrades: an existing http.Server serves WebSocket sessions',
+  BOUND,
+  async () => {
+    const record = newFakeRecord();
+    const server = createServer((_request, response) => response.writeHead(404).end());
+    const upgrades = attachWebSocketUpgrades(server, fakeRpcEndpoint(record), {
+      env: { marker: 'user env' },
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
+      `ws://127.0.0.1:${port}/rpc/fake.echo`,
+      { createWebSocket: nodeWebSocketFactory() },
+    )));
+    try {
+      assert.deepEqual(await session.whoami({}), { transport: 'websocket' });
+      assert.equal(record.sessions.length, 1);
+    } finally {
+      disposeAbilitySession(session);
+      upgrades.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  },
+);
