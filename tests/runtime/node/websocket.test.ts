@@ -232,3 +232,35 @@ test(
     }
   },
 );
+
+test(
+  'DOS-05 over WebSocket: a 40 MiB message closes that socket, the server stays healthy',
+  BOUND,
+  async () => {
+    const record = newFakeRecord();
+    const server = await serveNode(fakeRpcEndpoint(record));
+    try {
+      const code = await new Promise<number>((resolve, reject) => {
+        const socket = new WsWebSocket(`${server.url.replace('http', 'ws')}/rpc/fake.echo`);
+        socket.on('open', () => socket.send('x'.repeat(40 * 1024 * 1024)));
+        socket.on('close', (closeCode) => resolve(closeCode));
+        socket.on('error', () => {});
+        setTimeout(() => reject(new Error('the socket was not closed')), 20_000).unref();
+      });
+      assert.equal(code, 1009);
+      assert.deepEqual(record.calls, []);
+
+      const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
+        `${server.url}/rpc/fake.echo`,
+        { createWebSocket: nodeWebSocketFactory() },
+      )));
+      try {
+        assert.deepEqual(await session.echo({ value: 'healthy' }), { value: 'healthy' });
+      } finally {
+        disposeAbilitySession(session);
+      }
+    } finally {
+      await server.close();
+    }
+  },
+);
