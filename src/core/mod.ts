@@ -31,10 +31,7 @@ export {
   SVC_TIMEOUT_QUERY_PARAM,
   type TimeoutPolicy,
 } from './deadline.ts';
-export {
-  SVC_IDEMPOTENCY_KEY_HEADER,
-  SVC_IDEMPOTENCY_KEY_QUERY_PARAM,
-} from './idempotency.ts';
+export { SVC_IDEMPOTENCY_KEY_HEADER, SVC_IDEMPOTENCY_KEY_QUERY_PARAM } from './idempotency.ts';
 export {
   type ConnInfo,
   type ConnInfoRemote,

@@ -5,12 +5,19 @@
  */
 import { SvcConfigurationError } from '../core/errors.ts';
 import { type TimeoutPolicy, validateTimeoutPolicy } from '../core/deadline.ts';
-import { type HttpCacheOption, resolveHttpCache, type ResolvedHttpCache } from '../core/http-cache.ts';
+import {
+  type HttpCacheOption,
+  type ResolvedHttpCache,
+  resolveHttpCache,
+} from '../core/http-cache.ts';
 import type { SvcLogOption } from '../core/logging.ts';
 import type { CallerAuthenticator } from './caller-auth.ts';
 import type { ServicesOption } from './catalog.ts';
 import type { DiscoveryCacheOption } from './registry-cache.ts';
-import { DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS, MAX_CAPABILITY_TOKEN_TTL_SECONDS } from './issuer.ts';
+import {
+  DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
+  MAX_CAPABILITY_TOKEN_TTL_SECONDS,
+} from './issuer.ts';
 import type { SigningKeysOption } from './signing-keys.ts';
 
 /** Options of {@link createControlPlane}. */
@@ -89,7 +96,9 @@ function ttl(value: unknown): number {
 }
 
 /** Validates `createControlPlane` options; every refusal names the option at fault. */
-export function resolveControlPlaneOptions(options: ControlPlaneOptions): ResolvedControlPlaneOptions {
+export function resolveControlPlaneOptions(
+  options: ControlPlaneOptions,
+): ResolvedControlPlaneOptions {
   if (options === null || typeof options !== 'object') {
     throw new SvcConfigurationError('createControlPlane: options object required');
   }

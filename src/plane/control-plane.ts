@@ -12,7 +12,7 @@ import { problemFromError, problemResponse } from '../core/problem.ts';
 import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import type { AuthenticatedCaller } from './caller-auth.ts';
 import { createCatalog } from './catalog.ts';
-import { resolveControlPlaneOptions, type ControlPlaneOptions } from './control-plane-options.ts';
+import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-plane-options.ts';
 import { createInProcessSessions } from './in-process-session.ts';
 import { createIssuer, type IssueCapabilityTokenOptions } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
@@ -111,8 +111,10 @@ export function createControlPlane(options: ControlPlaneOptions) {
     });
   });
 
-  app.all(CAPABILITY_TOKEN_PATH, (c) =>
-    tokenEndpoint(c.req.raw, c.get('requestId' as never) as string, c));
+  app.all(
+    CAPABILITY_TOKEN_PATH,
+    (c) => tokenEndpoint(c.req.raw, c.get('requestId' as never) as string, c),
+  );
 
   app.notFound((c) =>
     problemResponse({

@@ -12,7 +12,7 @@
 import { type ConnInfo, serializeConnInfo } from '../core/conn-info.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { DelegatedSubject } from '../core/identity.ts';
-import { type TimeoutPolicy, applyTimeoutPolicy } from '../core/deadline.ts';
+import { applyTimeoutPolicy, type TimeoutPolicy } from '../core/deadline.ts';
 import { type AbilitySession, abilitySession } from '../service/ability-session.ts';
 import type {
   OpenedRpcSession,
@@ -64,7 +64,9 @@ function text(value: unknown, field: string): string {
 /** Validates a broker caller; `principalKind` belongs to user-class callers only. */
 export function validateBrokerCaller(caller: unknown, label: string): BrokerCaller {
   if (caller === null || typeof caller !== 'object' || Array.isArray(caller)) {
-    throw new SvcConfigurationError(`${label}: caller must be { id, kind, orgId?, principalKind? }`);
+    throw new SvcConfigurationError(
+      `${label}: caller must be { id, kind, orgId?, principalKind? }`,
+    );
   }
   const record = caller as Record<string, unknown>;
   const id = text(record.id, 'caller.id');
@@ -187,7 +189,9 @@ export function createInProcessSessions(deps: SessionDependencies) {
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
         ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
-        ...(options.connInfo !== undefined ? { connInfo: serializeConnInfo(options.connInfo) } : {}),
+        ...(options.connInfo !== undefined
+          ? { connInfo: serializeConnInfo(options.connInfo) }
+          : {}),
       });
     },
   };

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { signCapabilityToken, type CapabilityTokenClaims } from '../core/capability-token.ts';
+import { type CapabilityTokenClaims, signCapabilityToken } from '../core/capability-token.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { CallerAccess, DelegatedSubject } from '../core/identity.ts';
 import type { createCatalog, ResolvedTarget } from './catalog.ts';
@@ -63,14 +63,18 @@ export interface IssuerDependencies {
 
 function requireText(value: unknown, field: string): string {
   if (typeof value !== 'string' || value.length === 0) {
-    throw new SvcConfigurationError(`issueCapabilityToken: \`${field}\` must be a non-empty string`);
+    throw new SvcConfigurationError(
+      `issueCapabilityToken: \`${field}\` must be a non-empty string`,
+    );
   }
   return value;
 }
 
 function checkSubject(subject: DelegatedSubject): DelegatedSubject {
   if (subject === null || typeof subject !== 'object' || Array.isArray(subject)) {
-    throw new SvcConfigurationError('issueCapabilityToken: `subject` must be { id, kind?, orgId? }');
+    throw new SvcConfigurationError(
+      'issueCapabilityToken: `subject` must be { id, kind?, orgId? }',
+    );
   }
   const checked: DelegatedSubject = { id: requireText(subject.id, 'subject.id') };
   if (subject.kind !== undefined) {

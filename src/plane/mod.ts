@@ -34,8 +34,8 @@ export {
 } from './registry-cache.ts';
 export {
   type AuthenticatedCaller,
-  CallerAuthError,
   type CallerAuthenticator,
+  CallerAuthError,
 } from './caller-auth.ts';
 export { hmacServiceClientAuth } from './caller-auth-hmac.ts';
 export { jwkServiceClientAuth } from './caller-auth-jwk.ts';

@@ -39,7 +39,11 @@ function refuse(status: 401 | 403, reason: string, message: string): never {
 function checkIngress(identity: VerifiedIdentity, brokerServiceId: string | undefined): void {
   if (brokerServiceId === undefined) return;
   if (identity.brokerServiceId !== brokerServiceId) {
-    refuse(403, 'ingress_required', 'This service accepts only tokens brokered by its control plane');
+    refuse(
+      403,
+      'ingress_required',
+      'This service accepts only tokens brokered by its control plane',
+    );
   }
 }
 

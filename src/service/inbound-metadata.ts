@@ -4,8 +4,17 @@
  *
  * @module
  */
-import { type ConnInfo, parseConnInfo, SVC_CONN_INFO_HEADER, SVC_CONN_INFO_QUERY_PARAM } from '../core/conn-info.ts';
-import { parseTimeoutBudget, SVC_TIMEOUT_HEADER, SVC_TIMEOUT_QUERY_PARAM } from '../core/deadline.ts';
+import {
+  type ConnInfo,
+  parseConnInfo,
+  SVC_CONN_INFO_HEADER,
+  SVC_CONN_INFO_QUERY_PARAM,
+} from '../core/conn-info.ts';
+import {
+  parseTimeoutBudget,
+  SVC_TIMEOUT_HEADER,
+  SVC_TIMEOUT_QUERY_PARAM,
+} from '../core/deadline.ts';
 import {
   filterIdempotencyKey,
   SVC_IDEMPOTENCY_KEY_HEADER,

@@ -62,7 +62,9 @@ function checkHeader(header: Record<string, unknown>): void {
 function checkFreshness(claims: Record<string, unknown>, nowSeconds: number): void {
   const skew = CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS;
   const iat = claims.iat;
-  if (typeof iat !== 'number' || !Number.isInteger(iat)) refuse('proof_invalid', 'Proof iat missing');
+  if (typeof iat !== 'number' || !Number.isInteger(iat)) {
+    refuse('proof_invalid', 'Proof iat missing');
+  }
   if (iat > nowSeconds + skew) refuse('proof_not_fresh', 'The proof was issued in the future');
   if (nowSeconds - iat > CAPABILITY_PROOF_FRESHNESS_SECONDS + skew) {
     refuse('proof_not_fresh', 'The proof is no longer fresh');
@@ -88,7 +90,9 @@ export async function verifyCapabilityProof(
   if (proof === undefined || proof === null) {
     refuse('proof_required', 'This token is bound to a key: a proof of possession is required');
   }
-  if (typeof proof !== 'string' || proof.length === 0 || proof.length > MAX_CAPABILITY_PROOF_BYTES) {
+  if (
+    typeof proof !== 'string' || proof.length === 0 || proof.length > MAX_CAPABILITY_PROOF_BYTES
+  ) {
     refuse('proof_invalid', 'The proof of possession is malformed');
   }
   let header: Record<string, unknown> = {};

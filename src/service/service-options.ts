@@ -6,8 +6,16 @@
 import type { MiddlewareHandler } from 'hono';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { CapabilityKeySet } from '../core/capability-token.ts';
-import { type TimeoutPolicy, validateServiceMethodCeiling, validateTimeoutPolicy } from '../core/deadline.ts';
-import { type HttpCacheOption, resolveHttpCache, type ResolvedHttpCache } from '../core/http-cache.ts';
+import {
+  type TimeoutPolicy,
+  validateServiceMethodCeiling,
+  validateTimeoutPolicy,
+} from '../core/deadline.ts';
+import {
+  type HttpCacheOption,
+  type ResolvedHttpCache,
+  resolveHttpCache,
+} from '../core/http-cache.ts';
 import type { SvcLogOption } from '../core/logging.ts';
 import type { AbilityDefinition } from './ability.ts';
 import type { CapabilityCatalog } from './capabilities.ts';

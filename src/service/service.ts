@@ -17,7 +17,7 @@ import {
 } from '../core/request-id.ts';
 import { type AbilityDefinition, assertUniqueProjections } from './ability.ts';
 import { AbilityGateway } from './ability-gateway.ts';
-import { serviceDiscoveryDocument, type ServiceDiscoveryDocument } from './discovery.ts';
+import { type ServiceDiscoveryDocument, serviceDiscoveryDocument } from './discovery.ts';
 import { readInboundMetadata } from './inbound-metadata.ts';
 import { beginLogEventCollection, recordLogEvent } from './log-events.ts';
 import { serveRpc } from './rpc-serve.ts';

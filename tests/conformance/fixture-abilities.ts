@@ -34,7 +34,11 @@ function whoamiReport(input: HandlerFactoryInput) {
   };
 }
 
-function counted<T>(stats: FixtureStats, abilityId: string, build: (input: HandlerFactoryInput) => T) {
+function counted<T>(
+  stats: FixtureStats,
+  abilityId: string,
+  build: (input: HandlerFactoryInput) => T,
+) {
   return (input: HandlerFactoryInput): T => {
     bump(stats.factories, abilityId);
     return build(input);
@@ -161,8 +165,9 @@ export function echoAbility(stats: FixtureStats, serviceId = 'svc-a') {
             throw new Error(secret);
         }
       },
-      failShaped({ status, retryable, reason }: { status: number; retryable?: boolean; reason: string }):
-        Record<string, unknown> {
+      failShaped(
+        { status, retryable, reason }: { status: number; retryable?: boolean; reason: string },
+      ): Record<string, unknown> {
         call('failShaped');
         throw new AbilityHandlerError(reason === 'quota' ? 'Quota exceeded' : 'Shaped failure', {
           status,

@@ -88,7 +88,12 @@ export async function createFixture(options: FixtureOptions = {}) {
     title: 'Service A',
     version: '1.0.0',
     auth: auth(),
-    abilities: [echoAbility(stats), otherAbility(stats), internalAbility(stats), privateAbility(stats)],
+    abilities: [
+      echoAbility(stats),
+      otherAbility(stats),
+      internalAbility(stats),
+      privateAbility(stats),
+    ],
     logger: { log },
   });
   const svcB = createService({
