@@ -108,6 +108,9 @@ const NOT_METHODS: ReadonlySet<string> = new Set([
   'authenticate',
 ]);
 
+// Cap'n Web stubs answer these names themselves, so a remote method by that name is unreachable.
+const STUB_RESERVED: ReadonlySet<string> = new Set(['dup', 'map', 'onRpcBroken']);
+
 interface Credentials {
   token: string;
   proof?: string;
@@ -178,6 +181,14 @@ class AbilitySessionCore {
   /** Calls one ability method, bounded by the caller budget and by disposal. */
   call(method: string, input: unknown): Promise<unknown> {
     if (this.#disposed !== undefined) return Promise.reject(this.#disposed);
+    if (STUB_RESERVED.has(method)) {
+      return Promise.reject(
+        new SvcConfigurationError(
+          `Method name ${method} of ${this.#options.abilityId} cannot be called over Cap'n Web ` +
+            '(stubs reserve it)',
+        ),
+      );
+    }
     const budget = this.#options.timeoutMs;
     if (budget === 0) return Promise.reject(this.#timeoutError(method, budget));
     const startedAt = Date.now();

@@ -473,3 +473,16 @@ test('invalid session options are refused at creation', () => {
     assert.throws(() => abilitySession(optionsFor(transport, bad)), SvcConfigurationError);
   }
 });
+
+test("names Cap'n Web stubs reserve are refused instead of silently calling the stub", async () => {
+  const endpoint = fakeRpcEndpoint();
+  const session = abilitySession(optionsFor(httpBatchRpc(endpoint.fetch)));
+  for (const name of ['dup', 'map', 'onRpcBroken']) {
+    await assert.rejects(session[name]({}), (error: unknown) => {
+      assert.ok(error instanceof SvcConfigurationError);
+      assert.match(error.message, new RegExp(name));
+      return true;
+    });
+  }
+  assert.equal(endpoint.requests.length, 0);
+});
