@@ -5,7 +5,7 @@
  * Decoding is canonical: a segment with padding, characters outside the URL-safe alphabet, an
  * impossible length or non-zero trailing bits is refused, so one byte string has exactly one
  * accepted encoding. Native `Uint8Array.fromBase64` / `toBase64` are used where the runtime has
- * them; `atob` / `btoa` otherwise.
+ * them; lookup tables otherwise.
  *
  * @module
  */
@@ -27,6 +27,15 @@ const nativeToBase64 = (Uint8Array.prototype as unknown as NativeToBase64).toBas
 
 const utf8Encoder = new TextEncoder();
 
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+const DIGIT_PAIRS: string[] = [];
+for (let pair = 0; pair < 4096; pair++) {
+  DIGIT_PAIRS.push(ALPHABET[pair >> 6] + ALPHABET[pair & 0x3f]);
+}
+// Digit values by character code. Callers check the alphabet first: other codes read as 0.
+const DIGITS = new Uint8Array(128);
+for (let digit = 0; digit < 64; digit++) DIGITS[ALPHABET.charCodeAt(digit)] = digit;
+
 /** Whether `text` is a canonical, unpadded base64url encoding (the empty string included). */
 export function isCanonicalBase64Url(text: string): boolean {
   return ALPHABET_PATTERN.test(text) && hasCanonicalBase64UrlEnding(text);
@@ -42,15 +51,8 @@ export function hasCanonicalBase64UrlEnding(text: string): boolean {
   const rest = text.length % 4;
   if (rest === 0) return true;
   if (rest === 1) return false;
-  const value = base64UrlDigit(text.charCodeAt(text.length - 1));
+  const value = DIGITS[text.charCodeAt(text.length - 1) & 0x7f];
   return rest === 2 ? (value & 0x0f) === 0 : (value & 0x03) === 0;
-}
-
-function base64UrlDigit(code: number): number {
-  if (code >= 65 && code <= 90) return code - 65; // A-Z
-  if (code >= 97 && code <= 122) return code - 71; // a-z
-  if (code >= 48 && code <= 57) return code + 4; // 0-9
-  return code === 45 ? 62 : 63; // '-' or '_'
 }
 
 /**
@@ -70,9 +72,26 @@ export function decodeCheckedBase64Url(text: string): Uint8Array<ArrayBuffer> {
   if (nativeFromBase64 !== undefined) {
     return nativeFromBase64(text, { alphabet: 'base64url', lastChunkHandling: 'loose' });
   }
-  const binary = atob(text.replace(/-/g, '+').replace(/_/g, '/'));
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  const length = text.length;
+  const bytes = new Uint8Array((length * 3) >> 2);
+  const whole = length - (length % 4);
+  let out = 0;
+  let i = 0;
+  for (; i < whole; i += 4) {
+    const bits = (DIGITS[text.charCodeAt(i)] << 18) | (DIGITS[text.charCodeAt(i + 1)] << 12) |
+      (DIGITS[text.charCodeAt(i + 2)] << 6) | DIGITS[text.charCodeAt(i + 3)];
+    bytes[out++] = bits >> 16;
+    bytes[out++] = (bits >> 8) & 0xff;
+    bytes[out++] = bits & 0xff;
+  }
+  if (length - whole === 2) {
+    bytes[out] = ((DIGITS[text.charCodeAt(i)] << 6) | DIGITS[text.charCodeAt(i + 1)]) >> 4;
+  } else if (length - whole === 3) {
+    const bits = (DIGITS[text.charCodeAt(i)] << 12) | (DIGITS[text.charCodeAt(i + 1)] << 6) |
+      DIGITS[text.charCodeAt(i + 2)];
+    bytes[out++] = bits >> 10;
+    bytes[out] = (bits >> 2) & 0xff;
+  }
   return bytes;
 }
 
@@ -81,11 +100,22 @@ export function encodeBase64Url(bytes: Uint8Array): string {
   if (nativeToBase64 !== undefined) {
     return nativeToBase64.call(bytes, { alphabet: 'base64url', omitPadding: true });
   }
-  let binary = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  // Two output characters per table lookup; faster than atob/btoa, which some runtimes
+  // implement slowly and which need a binary string and two replacements on top.
+  let text = '';
+  const whole = bytes.length - (bytes.length % 3);
+  let i = 0;
+  for (; i < whole; i += 3) {
+    const bits = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
+    text += DIGIT_PAIRS[bits >> 12] + DIGIT_PAIRS[bits & 0xfff];
   }
-  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  if (bytes.length - whole === 1) {
+    text += DIGIT_PAIRS[bytes[i] << 4];
+  } else if (bytes.length - whole === 2) {
+    const bits = (bytes[i] << 10) | (bytes[i + 1] << 2);
+    text += DIGIT_PAIRS[bits >> 6] + ALPHABET[bits & 0x3f];
+  }
+  return text;
 }
 
 /** Encodes a string's UTF-8 bytes as unpadded base64url. */

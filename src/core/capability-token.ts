@@ -170,7 +170,7 @@ export async function signCapabilityToken(
 // Verification: compact form and header
 
 interface CompactToken {
-  header: Record<string, unknown>;
+  headerSegment: string;
   /** `header.payload`, the bytes the signature covers. */
   signingInput: string;
   payloadSegment: string;
@@ -211,7 +211,7 @@ function parseCompactToken(token: string): CompactToken {
     refuse('token_malformed', 'The capability token has a non-canonical base64url segment');
   }
   return {
-    header: decodeJsonObject(headerSegment, 'header'),
+    headerSegment,
     signingInput: token.slice(0, secondDot),
     payloadSegment,
     signatureSegment,
@@ -243,6 +243,21 @@ function checkHeader(header: Record<string, unknown>): string {
   if (typeof kid !== 'string' || kid.length === 0) {
     refuse('token_malformed', 'The capability token header needs a non-empty string kid');
   }
+  return kid;
+}
+
+// Every token from one signer carries the same header bytes, so a header segment that passed
+// the checks once is remembered with its kid. Only accepted headers are stored, and the map is
+// small and bounded: a flood of distinct headers costs a re-check, never memory.
+const acceptedHeaders = new Map<string, string>();
+const MAX_ACCEPTED_HEADERS = 64;
+
+function kidOfHeader(headerSegment: string): string {
+  const known = acceptedHeaders.get(headerSegment);
+  if (known !== undefined) return known;
+  const kid = checkHeader(decodeJsonObject(headerSegment, 'header'));
+  if (acceptedHeaders.size >= MAX_ACCEPTED_HEADERS) acceptedHeaders.clear();
+  acceptedHeaders.set(headerSegment, kid);
   return kid;
 }
 
@@ -361,7 +376,7 @@ export async function verifyCapabilityToken(
   }
 
   const compact = parseCompactToken(token);
-  const kid = checkHeader(compact.header);
+  const kid = kidOfHeader(compact.headerSegment);
   const key = await lookUpKey(options.keys, kid);
   if (key === undefined) {
     refuse('unknown_capability_key_id', 'The capability token names an unknown capability key id');

@@ -1,0 +1,74 @@
+/**
+ * `npm run bench`: runs every benchmark module and prints, per benchmark, our throughput, the
+ * throughput of the primitive it wraps (measured in the same run), their ratio and the target.
+ *
+ * A bench module exports `benchmarks: Benchmark[]`; add it to `MODULES` below. Optional
+ * arguments filter benchmarks by a substring of their name.
+ */
+
+/** One comparison: `run` measures ours and the primitive, in operations per second. */
+export interface Benchmark {
+  /** What is measured, naming both sides. */
+  name: string;
+  /** The minimum acceptable ours / primitive ratio. */
+  target: number;
+  run(): Promise<{ ours: number; primitive: number }>;
+}
+
+const MODULES: (() => Promise<{ benchmarks: Benchmark[] }>)[] = [
+  () => import('./tokens.ts'),
+];
+
+function commandLineFilters(): string[] {
+  const runtime = globalThis as { process?: { argv: string[] }; Deno?: { args: string[] } };
+  if (runtime.Deno !== undefined) return runtime.Deno.args;
+  return runtime.process?.argv.slice(2) ?? [];
+}
+
+function formatRate(value: number): string {
+  return Math.round(value).toLocaleString('en-US');
+}
+
+function runtimeName(): string {
+  const runtime = globalThis as {
+    Bun?: { version: string };
+    Deno?: { version: { deno: string } };
+    process?: { version: string };
+  };
+  if (runtime.Bun) return `Bun ${runtime.Bun.version}`;
+  if (runtime.Deno) return `Deno ${runtime.Deno.version.deno}`;
+  return `Node ${runtime.process?.version ?? '?'}`;
+}
+
+async function main(): Promise<void> {
+  const filters = commandLineFilters();
+  const rows: string[][] = [['benchmark', 'ops/s', 'primitive ops/s', 'ratio', 'target', '']];
+  console.log(`svcplane benchmarks on ${runtimeName()}`);
+  for (const load of MODULES) {
+    for (const bench of (await load()).benchmarks) {
+      if (filters.length > 0 && !filters.some((filter) => bench.name.includes(filter))) continue;
+      const { ours, primitive } = await bench.run();
+      const ratio = ours / primitive;
+      rows.push([
+        bench.name,
+        formatRate(ours),
+        formatRate(primitive),
+        `${ratio.toFixed(2)}x`,
+        `>= ${bench.target}x`,
+        ratio >= bench.target ? 'PASS' : 'BELOW',
+      ]);
+      console.error(`  measured: ${bench.name}`);
+    }
+  }
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  for (const row of rows) {
+    console.log(
+      row.map((cell, column) =>
+        column === 0 ? cell.padEnd(widths[column]) : cell.padStart(widths[column])
+      )
+        .join('  '),
+    );
+  }
+}
+
+await main();
