@@ -62,15 +62,22 @@ const item = z.object({
   count: z.number().optional(),
 });
 
-/** svc-a.echo: the method set of the checklist fixture. */
-export function echoAbility(stats: FixtureStats, serviceId = 'svc-a') {
+/**
+ * svc-a.echo: the method set of the checklist fixture. `options.access` tightens the access
+ * class (a redeploy that makes the ability service-only).
+ */
+export function echoAbility(
+  stats: FixtureStats,
+  serviceId = 'svc-a',
+  options: { access?: 'plane' | 'service' } = {},
+) {
   const id = `${serviceId}.echo`;
   const call = (method: string) => bump(stats.calls, `${id}#${method}`);
   return defineAbility({
     id,
     title: 'Echo',
     exposure: 'published',
-    access: 'plane',
+    access: options.access ?? 'plane',
     rpc: { transports: ['http-batch', 'websocket'] },
     methods: {
       whoami: abilityMethod({

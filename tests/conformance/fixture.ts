@@ -12,9 +12,19 @@ import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
 } from '../../src/service/token-requesters.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
+import {
+  abilitySession,
+  type ProofSigner,
+  type TokenRequester,
+} from '../../src/service/ability-session.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+import type { ServiceOptions, SvcService } from '../../src/service/mod.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
+import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
+import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { signedToken } from '../support/forge.ts';
 import {
   createFixtureStats,
   echoAbility,
@@ -52,7 +62,14 @@ export interface FixtureOptions {
   signingOrder?: ('k1' | 'k2')[];
   /** Service JWKS cache TTL; default 2 s (the checklist's JWKS-04 value). */
   jwksCacheTtlSeconds?: number;
+  /** The plane's discovery cache; default `false` (every resolution is fresh). */
+  discoveryCache?: ControlPlaneOptions['discoveryCache'];
+  /** When set, the plane's `services(context)` takes this long to answer (a slow catalog). */
+  servicesDelayMs?: number;
 }
+
+/** The services of the deployment, by id. */
+export type FixtureServiceId = 'svc-a' | 'svc-b' | 'svc-c' | 'svc-d';
 
 const HC1_SECRET = 'hc1-secret-0123456789abcdef0123456789';
 const HC2_SECRET = 'hc2-secret-0123456789abcdef0123456789';
@@ -121,11 +138,22 @@ export async function createFixture(options: FixtureOptions = {}) {
     abilities: [whoamiOnlyAbility(stats, 'svc-d')],
     logger: { log },
   });
+  // The plane reaches each service through the live table, so a test can replace one (a
+  // redeploy) while the plane keeps whatever catalog it cached.
+  const live: Record<FixtureServiceId, SvcService> = {
+    'svc-a': svcA,
+    'svc-b': svcB,
+    'svc-c': svcC,
+    'svc-d': svcD,
+  };
+  const behindPlane = (id: FixtureServiceId) => ({
+    fetch: (request: Request, env?: unknown, ctx?: unknown) => live[id].fetch(request, env, ctx),
+  });
   const stoppable = {
     fetch: (request: Request, env?: unknown, ctx?: unknown) =>
       svcDStopped
         ? Promise.reject(new TypeError('fetch failed: connection refused'))
-        : svcD.fetch(request, env, ctx),
+        : live['svc-d'].fetch(request, env, ctx),
   };
 
   const allScopes = {
@@ -140,6 +168,12 @@ export async function createFixture(options: FixtureOptions = {}) {
       scopes: allScopes[id],
     }));
 
+  const endpoints = [
+    localService({ id: 'svc-a', service: behindPlane('svc-a'), grants: grantsFor('svc-a') }),
+    localService({ id: 'svc-b', service: behindPlane('svc-b'), grants: grantsFor('svc-b') }),
+    localService({ id: 'svc-c', service: behindPlane('svc-c'), grants: grantsFor('svc-c') }),
+    localService({ id: 'svc-d', service: stoppable, grants: grantsFor('svc-d') }),
+  ];
   const plane = createControlPlane({
     id: PLANE_ID,
     issuer: ISS,
@@ -160,19 +194,24 @@ export async function createFixture(options: FixtureOptions = {}) {
         log,
       }),
     ],
-    services: [
-      localService({ id: 'svc-a', service: svcA, grants: grantsFor('svc-a') }),
-      localService({ id: 'svc-b', service: svcB, grants: grantsFor('svc-b') }),
-      localService({ id: 'svc-c', service: svcC, grants: grantsFor('svc-c') }),
-      localService({ id: 'svc-d', service: stoppable, grants: grantsFor('svc-d') }),
-    ],
-    discoveryCache: false,
+    services: options.servicesDelayMs === undefined
+      ? endpoints
+      : () =>
+        new Promise((resolve) => setTimeout(() => resolve(endpoints), options.servicesDelayMs)),
+    discoveryCache: options.discoveryCache ?? false,
     log,
   });
   planeFetch = (request) => plane.fetch(request);
   await plane.ready();
 
-  const services = { 'svc-a': svcA, 'svc-b': svcB, 'svc-c': svcC, 'svc-d': svcD };
+  const services = live;
+  const k1SigningKey = await crypto.subtle.importKey(
+    'jwk',
+    k1.privateJwk,
+    { name: 'ECDSA', namedCurve: 'P-256' },
+    false,
+    ['sign'],
+  );
   const hc1 = controlPlaneHmacTokenRequester({
     clientId: 'hc1',
     controlPlaneUrl: PLANE_URL,
@@ -202,15 +241,19 @@ export async function createFixture(options: FixtureOptions = {}) {
     },
     /** The in-process `fetch` of a service, for HTTP-batch sessions. */
     serviceFetch(id: keyof typeof services) {
-      const service = services[id];
-      return (request: Request) => service.fetch(request);
+      return (request: Request) => services[id].fetch(request);
     },
     /** A caller-side session to an ability over in-process HTTP-batch. */
     session<Api = Record<string, (input: unknown) => Promise<unknown>>>(
       abilityId: string,
       init: {
         token?: string;
-        requester?: ReturnType<typeof controlPlaneHmacTokenRequester>;
+        requester?: TokenRequester;
+        /** Caller transport; default in-process HTTP-batch to the target's `fetch`. */
+        transport?: RpcTransportFactory;
+        proveTokenPossession?: ProofSigner;
+        /** Serialised connection info to forward (what only the plane normally sends). */
+        connInfo?: string;
         scopes?: string[];
         callerServiceId?: string;
         timeoutMs?: number;
@@ -227,7 +270,12 @@ export async function createFixture(options: FixtureOptions = {}) {
         targetServiceId,
         scopes: init.scopes ?? [`${targetServiceId}.read`],
         requestToken: fixedToken !== undefined ? async () => fixedToken : requester,
-        transport: httpBatchRpc((request) => services[targetServiceId].fetch(request)),
+        transport: init.transport ??
+          httpBatchRpc((request) => services[targetServiceId].fetch(request)),
+        ...(init.proveTokenPossession !== undefined
+          ? { proveTokenPossession: init.proveTokenPossession }
+          : {}),
+        ...(init.connInfo !== undefined ? { connInfo: init.connInfo } : {}),
         ...(init.timeoutMs !== undefined ? { timeoutMs: init.timeoutMs } : {}),
         ...(init.idempotencyKey !== undefined ? { idempotencyKey: init.idempotencyKey } : {}),
         ...(init.requestId !== undefined ? { requestId: init.requestId } : {}),
@@ -235,6 +283,56 @@ export async function createFixture(options: FixtureOptions = {}) {
     },
     count(map: 'factories' | 'calls', key: string) {
       return stats[map].get(key) ?? 0;
+    },
+    /**
+     * An in-memory WebSocket caller transport to an ability of a fixture service (the upgrade
+     * goes through the service's real `fetch`), and the record of the sockets it opened.
+     */
+    webSocket(abilityId: string) {
+      const targetServiceId = abilityId.split('.')[0] as FixtureServiceId;
+      const sockets = memoryWebSocketFactory((request, env) =>
+        services[targetServiceId].fetch(request, env)
+      );
+      const transport = websocketRpc(`wss://${targetServiceId}.fixture.test/rpc/${abilityId}`, {
+        createWebSocket: sockets.createWebSocket,
+      });
+      return { transport, sockets };
+    },
+    /** Claim set B of the checklist with this deployment's issuer, plus `overrides`. */
+    baselineClaims(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+      const now = Math.floor(Date.now() / 1000);
+      return {
+        iss: ISS,
+        sub: 'svc-caller',
+        aud: 'svc-a',
+        scp: ['svc-a.read'],
+        spa: 'service',
+        jti: crypto.randomUUID(),
+        iat: now - 5,
+        nbf: now - 5,
+        exp: now + 120,
+        ...overrides,
+      };
+    },
+    /** A token the harness signs with k1 (header as the plane's: ES256, kid k1, typ). */
+    forgeToken(claims: Record<string, unknown>): Promise<string> {
+      return signedToken(k1SigningKey, claims);
+    },
+    /** Creates a service that verifies against this plane and logs into `events`. */
+    createService(
+      options: Omit<ServiceOptions, 'auth' | 'title' | 'version'> & Partial<ServiceOptions>,
+    ): SvcService {
+      return createService({
+        title: options.id,
+        version: '1.0.0',
+        auth: auth(),
+        logger: { log },
+        ...options,
+      });
+    },
+    /** Replaces a service behind the plane and the fixture's direct routes (a redeploy). */
+    replaceService(id: FixtureServiceId, service: SvcService) {
+      live[id] = service;
     },
   };
 }
