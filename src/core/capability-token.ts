@@ -347,6 +347,9 @@ function verifiedResult(claims: CapabilityTokenClaims): VerifiedCapabilityToken 
  * `audience_mismatch`, `token_expired`, `token_not_yet_valid` or `token_issued_in_future`.
  * A key set that cannot be reached surfaces as `SvcInternalError` (503, `jwks_unavailable`).
  *
+ * JSON text with a duplicated member name parses to its last occurrence; the claims are checked
+ * and reported from that one parsed value, so the value checked is always the value reported.
+ *
  * A token verified before (same string, same key set) skips the signature check while its kid
  * still maps to the same key; issuer, audience and time claims are checked on every call.
  */
@@ -362,7 +365,11 @@ export async function verifyCapabilityToken(
   if (token.length > MAX_CAPABILITY_TOKEN_BYTES) {
     refuse('token_too_large', `Capability tokens are at most ${MAX_CAPABILITY_TOKEN_BYTES} bytes`);
   }
-  const nowMs = options.now?.() ?? Date.now();
+  const nowMs = options.now === undefined ? Date.now() : options.now();
+  // A clock reading of NaN would make every time comparison false, accepting any exp.
+  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs)) {
+    throw new SvcConfigurationError('verifyCapabilityToken: options.now() must return finite ms');
+  }
   const cache = verifiedTokenCacheFor(options.keys);
   const cached = cache.get(token, nowMs);
   if (cached !== undefined) {

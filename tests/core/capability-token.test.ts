@@ -249,6 +249,16 @@ test('verification options are checked', async () => {
     await assert.rejects(verifyCapabilityToken('x.y.z', options as never), SvcConfigurationError);
   }
   await assert.rejects(
+    verifyCapabilityToken('x.y.z', {
+      keys: keySet,
+      issuer: TEST_ISSUER,
+      audience: 'svc-a',
+      now: () => Number.NaN,
+    }),
+    SvcConfigurationError,
+    'a NaN clock must not disable the time checks',
+  );
+  await assert.rejects(
     verifyCapabilityToken(undefined, { keys: keySet, issuer: TEST_ISSUER, audience: 'svc-a' }),
     CapabilityAuthError,
   );
