@@ -30,8 +30,10 @@ export const DEFAULT_JWKS_FETCH_TIMEOUT_MS = 5000;
 /** JWKS bodies larger than this are refused. */
 export const MAX_JWKS_BYTES = 256 * 1024;
 
-/** The path the control plane serves its JWKS on. */
-export const JWKS_PATH = '/.well-known/svc/jwks.json';
+const JWKS_REQUEST_HEADERS = { accept: 'application/jwk-set+json, application/json' };
+
+/** The request URL a service binding receives when no `url` option is given. */
+const DEFAULT_BINDING_JWKS_URL = 'https://control-plane/.well-known/svc/jwks.json';
 
 /** Options shared by the remote JWKS sources. */
 export interface RemoteJwksOptions {
@@ -195,7 +197,7 @@ export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {})
   }
   const href = target.href;
   return cachedRemoteKeySet(
-    (signal) => fetchImpl(href, { headers: { accept: 'application/json' }, signal }),
+    (signal) => fetchImpl(href, { headers: JWKS_REQUEST_HEADERS, signal }),
     resolveCacheTtlMs(options.cacheTtlSeconds, label),
     resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
   );
@@ -214,15 +216,14 @@ export function jwksFromServiceBinding(
   if (binding === null || typeof binding !== 'object' || typeof binding.fetch !== 'function') {
     throw new SvcConfigurationError(`${label}: a binding with fetch(request) is required`);
   }
-  const url = options.url ?? `https://control-plane${JWKS_PATH}`;
+  const url = options.url ?? DEFAULT_BINDING_JWKS_URL;
   try {
     new URL(url);
   } catch {
     throw new SvcConfigurationError(`${label}: url ${JSON.stringify(url)} is not a URL`);
   }
   return cachedRemoteKeySet(
-    (signal) =>
-      binding.fetch(new Request(url, { headers: { accept: 'application/json' }, signal })),
+    (signal) => binding.fetch(new Request(url, { headers: JWKS_REQUEST_HEADERS, signal })),
     resolveCacheTtlMs(options.cacheTtlSeconds, label),
     resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
   );
