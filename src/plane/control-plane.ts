@@ -104,6 +104,12 @@ export function createControlPlane(options: ControlPlaneOptions) {
     if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
   });
 
+  // Hono answers a handler's throw itself (plain text, logged to the console) unless told
+  // otherwise: every plane error leaves as problem+json instead.
+  app.onError((error, c) =>
+    problemFromError(error, (c.get('requestId' as never) as string) ?? generateRequestId())
+  );
+
   app.get(JWKS_PATH, async (c) => {
     const authority = await (staticAuthority ?? authorityFor(c.env));
     return new Response(JSON.stringify(authority.jwks), {
