@@ -2,6 +2,8 @@
 // k1/k2, services svc-a (no ingress), svc-b (ingress), svc-c (second audience) and svc-d (can be
 // stopped), HMAC clients hc1/hc2 and the JWK client jc1 with keys K1/K2. Services verify tokens
 // against the plane's JWKS through a binding with a short cache TTL.
+import assert from 'node:assert/strict';
+import { svcErrorInfo } from '../../src/core/errors.ts';
 import { createControlPlane } from '../../src/plane/control-plane.ts';
 import { hmacServiceClientAuth } from '../../src/plane/caller-auth-hmac.ts';
 import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
@@ -286,17 +288,58 @@ export async function createFixture(options: FixtureOptions = {}) {
     },
     /**
      * An in-memory WebSocket caller transport to an ability of a fixture service (the upgrade
-     * goes through the service's real `fetch`), and the record of the sockets it opened.
+     * goes through the service's real `fetch`). `query` adds raw parameters to the upgrade URL
+     * (as a foreign caller would write them); `frames` collects every message the service sent
+     * and `upgrades` every upgrade response.
      */
-    webSocket(abilityId: string) {
+    webSocket(abilityId: string, options: { query?: Record<string, string> } = {}) {
       const targetServiceId = abilityId.split('.')[0] as FixtureServiceId;
-      const sockets = memoryWebSocketFactory((request, env) =>
-        services[targetServiceId].fetch(request, env)
-      );
-      const transport = websocketRpc(`wss://${targetServiceId}.fixture.test/rpc/${abilityId}`, {
-        createWebSocket: sockets.createWebSocket,
+      const frames: string[] = [];
+      const upgrades: Response[] = [];
+      const sockets = memoryWebSocketFactory(async (request, env) => {
+        const response = await services[targetServiceId].fetch(request, env);
+        upgrades.push(response);
+        return response;
       });
-      return { transport, sockets };
+      const url = new URL(`wss://${targetServiceId}.fixture.test/rpc/${abilityId}`);
+      for (const [name, value] of Object.entries(options.query ?? {})) {
+        url.searchParams.set(name, value);
+      }
+      const transport = websocketRpc(url, {
+        createWebSocket: (finalUrl) => {
+          const socket = sockets.createWebSocket(finalUrl);
+          socket.addEventListener('message', (event) => void frames.push(String(event.data)));
+          return socket;
+        },
+      });
+      return { transport, sockets, frames, upgrades };
+    },
+    /**
+     * An in-process HTTP-batch caller transport to a fixture service that sets `headers` raw on
+     * every batch (values the caller-side filters would never send) and records each exchange
+     * with the response body as bytes on the wire.
+     */
+    httpBatch(
+      targetServiceId: FixtureServiceId,
+      options: { headers?: Record<string, string> } = {},
+    ) {
+      const exchanges: { request: Request; response: Response; body: string }[] = [];
+      const transport = httpBatchRpc(async (request) => {
+        const headers = new Headers(request.headers);
+        for (const [name, value] of Object.entries(options.headers ?? {})) {
+          headers.set(name, value);
+        }
+        const sent = new Request(request.url, {
+          method: request.method,
+          headers,
+          body: await request.text(),
+        });
+        const response = await services[targetServiceId].fetch(sent.clone());
+        const body = await response.clone().text();
+        exchanges.push({ request: sent, response, body });
+        return response;
+      });
+      return { transport, exchanges };
     },
     /** Claim set B of the checklist with this deployment's issuer, plus `overrides`. */
     baselineClaims(overrides: Record<string, unknown> = {}): Record<string, unknown> {
@@ -338,3 +381,36 @@ export async function createFixture(options: FixtureOptions = {}) {
 }
 
 export type Fixture = Awaited<ReturnType<typeof createFixture>>;
+
+/** The taxonomy fields a refusal must carry. */
+export interface ExpectedRefusal {
+  code: string;
+  status: number;
+  retryable?: boolean;
+  reason?: string;
+}
+
+/**
+ * Awaits a call that must be refused and checks the received error's taxonomy fields (read
+ * with `svcErrorInfo`, as any caller would). Returns the error for further checks.
+ */
+export async function assertRefusal(
+  call: Promise<unknown>,
+  expected: ExpectedRefusal,
+  label = `${expected.code}/${expected.status}`,
+): Promise<Error> {
+  let caught: unknown;
+  await assert.rejects(call, (error: unknown) => {
+    caught = error;
+    return true;
+  }, `${label}: expected a refusal`);
+  assert.ok(caught instanceof Error, `${label}: expected an Error, got ${String(caught)}`);
+  const info = svcErrorInfo(caught);
+  assert.equal(info.code, expected.code, `${label}: code (${caught.message})`);
+  assert.equal(info.status, expected.status, `${label}: status (${caught.message})`);
+  if (expected.retryable !== undefined) {
+    assert.equal(info.retryable, expected.retryable, `${label}: retryable`);
+  }
+  if (expected.reason !== undefined) assert.equal(info.reason, expected.reason, `${label}: reason`);
+  return caught;
+}
