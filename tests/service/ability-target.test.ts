@@ -479,6 +479,7 @@ test('ERR-08 undeclared names are not methods of the target', () => {
     'badOutput',
     'constructor',
     'fail',
+    'failMidStream',
     'failShaped',
     'items.get',
     'sleep',

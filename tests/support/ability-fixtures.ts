@@ -131,7 +131,7 @@ function failure(kind: (typeof FAIL_KINDS)[number]): unknown {
 
 /**
  * The `svc-a.echo` ability of the fixture (zod schemas): `whoami`, `write`, `sleep`, `fail`,
- * `failShaped`, `badOutput`, `ticks` (streaming), `items.get` (REST). The factory is counted.
+ * `failShaped`, `badOutput`, `ticks` and `failMidStream` (streaming), `items.get` (REST). The factory is counted.
  */
 export function echoAbility(transports: AbilityTransport[] = ['http-batch', 'websocket']) {
   const record: FactoryRecord = { factoryCalls: 0, inputs: [] };
@@ -179,6 +179,11 @@ export function echoAbility(transports: AbilityTransport[] = ['http-batch', 'web
         output: z.object({ i: z.number() }),
         stream: true,
       }),
+      failMidStream: abilityMethod({
+        input: z.object({ after: z.number().int().nonnegative() }),
+        output: z.object({ i: z.number() }),
+        stream: true,
+      }),
       'items.get': abilityMethod({
         input: z.object({ id: z.string() }),
         output: itemSchema,
@@ -223,6 +228,10 @@ export function echoAbility(transports: AbilityTransport[] = ['http-batch', 'web
         },
         async *ticks({ n }) {
           for (let i = 0; i < n; i++) yield { i };
+        },
+        async *failMidStream({ after }) {
+          for (let i = 0; i < after; i++) yield { i };
+          throw new Error(SECRET);
         },
         'items.get'({ id }) {
           return { id, name: `item ${id}` };

@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { defineCapabilities } from '../../src/service/capabilities.ts';
+
+function refuses(catalog: unknown, pattern: RegExp): void {
+  assert.throws(
+    () => defineCapabilities(catalog as never),
+    (error) => {
+      assert.ok(error instanceof SvcConfigurationError, String(error));
+      assert.match(error.message, pattern);
+      return true;
+    },
+  );
+}
+
+test('a catalog is validated and returned frozen', () => {
+  const catalog = defineCapabilities({
+    serviceId: 'svc-a',
+    scopes: { 'svc-a.read': { description: 'Read items' }, 'svc-a.write': {} },
+  });
+  assert.equal(catalog.serviceId, 'svc-a');
+  assert.deepEqual({ ...catalog.scopes }, {
+    'svc-a.read': { description: 'Read items' },
+    'svc-a.write': {},
+  });
+  assert.equal(Object.isFrozen(catalog), true);
+  assert.equal(Object.isFrozen(catalog.scopes), true);
+  assert.equal(Object.isFrozen(catalog.scopes!['svc-a.read']), true);
+});
+
+test('an empty catalog is valid', () => {
+  assert.deepEqual(defineCapabilities({}), {});
+});
+
+test('the input is copied: later edits do not change the catalog', () => {
+  const scopes: Record<string, { description?: string }> = { 'svc-a.read': { description: 'x' } };
+  const catalog = defineCapabilities({ scopes });
+  scopes['svc-a.read'].description = 'changed';
+  scopes['svc-a.admin'] = {};
+  assert.deepEqual(Object.keys(catalog.scopes!), ['svc-a.read']);
+  assert.equal(catalog.scopes!['svc-a.read'].description, 'x');
+});
+
+test('scope names must be non-empty without whitespace or control characters', () => {
+  for (const name of ['', 'has space', 'tab\tname', 'line\nbreak', 'nul\u0000', 'x'.repeat(257)]) {
+    refuses({ scopes: { [name]: {} } }, /scope/);
+  }
+});
+
+test('serviceId, descriptions and unknown fields are checked', () => {
+  refuses({ serviceId: '' }, /serviceId must be a non-empty string/);
+  refuses({ serviceId: 5 }, /serviceId must be a non-empty string/);
+  refuses({ scopes: { 'svc-a.read': { description: 5 } } }, /description must be a string/);
+  refuses({ scopes: { 'svc-a.read': 'Read' } }, /must be an object/);
+  refuses({ scopes: { 'svc-a.read': { title: 'x' } } }, /title is not a scope field/);
+  refuses({ scopes: ['svc-a.read'] }, /scopes must be an object/);
+  refuses({ service: 'svc-a' }, /service is not a catalog field/);
+  refuses(null, /catalog must be an object/);
+});
