@@ -163,16 +163,11 @@ export function createInProcessSessions(deps: SessionDependencies) {
         });
         checkCatalogAccess(target, abilityId, shape.callerAccess);
         const ability = target.document.abilities.find((entry) => entry.id === abilityId)!;
-        const issue = target.document.ingress !== undefined
-          ? deps.issuer.issueBrokeredCapabilityToken
-          : deps.issuer.issueCapabilityToken;
-        const issued = await issue({
-          ...shape,
-          targetServiceId,
-          scopes: options.scopes,
-          abilityId,
-          context: bindings,
-        });
+        const issued = await deps.issuer.mintWithTarget(
+          { ...shape, targetServiceId, scopes: options.scopes, abilityId, context: bindings },
+          target.document.ingress !== undefined,
+          target,
+        );
         transport = target.endpoint.rpcTransport(ability.rpc.path, 'http-batch');
         return issued.token;
       };

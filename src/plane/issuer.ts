@@ -109,6 +109,7 @@ export function createIssuer(deps: IssuerDependencies) {
   async function mint(
     options: IssueCapabilityTokenOptions,
     brokered: boolean,
+    resolved?: ResolvedTarget,
   ): Promise<IssuedCapabilityToken & { target: ResolvedTarget }> {
     const callerServiceId = requireText(options.callerServiceId, 'callerServiceId');
     const targetServiceId = requireText(options.targetServiceId, 'targetServiceId');
@@ -128,8 +129,12 @@ export function createIssuer(deps: IssuerDependencies) {
     }
     const scopes = normalizeScopes(options.scopes);
     const ttlSeconds = effectiveTtlSeconds(options.ttlSeconds, deps.defaultTtlSeconds);
-    // The grant check runs on every mint: nothing is trusted from an earlier one.
-    const target = await deps.catalog.target(targetServiceId, options.context, 'token');
+    // The grant check runs on every mint: nothing is trusted from an earlier one. A caller that
+    // already resolved the target for this very request (and decided on that document) passes
+    // it, so the decision and the grant check read one document and discovery runs once.
+    const target = resolved?.endpoint.id === targetServiceId
+      ? resolved
+      : await deps.catalog.target(targetServiceId, options.context, 'token');
     checkGrant(target, callerServiceId, scopes, options.abilityId);
     const authority = await deps.authority(options.context);
     const iat = Math.floor(now() / 1000);
@@ -167,7 +172,10 @@ export function createIssuer(deps: IssuerDependencies) {
     async issueBrokeredCapabilityToken(options: IssueCapabilityTokenOptions) {
       return strip(await mint(options, true));
     },
-    /** Internal: mint and also return the resolved target (for session transport selection). */
+    /**
+     * Internal: mint (brokered or not) with a target this request already resolved, and return
+     * that target too (for session transport selection).
+     */
     mintWithTarget: mint,
   };
 }

@@ -355,6 +355,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   };
   const requests: ServiceRequestRecord[] = [];
   const stopped = new Set<string>();
+  const discoveryDelays = new Map<string, number>();
   const counters = { jwksFetches: 0, signingKeyLookups: 0 };
 
   // Services reach the JWKS of whichever replica is active (the one "deployed" at the URL).
@@ -430,6 +431,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
         headers: new Headers(request.headers),
         tokens,
       });
+      const delay = url.pathname.startsWith('/.well-known/') ? discoveryDelays.get(id) : undefined;
+      if (delay !== undefined) await sleep(delay);
       return built[id].fetch(request, env, ctx);
     };
 
@@ -520,6 +523,17 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     },
     start(id: FixtureServiceId) {
       stopped.delete(id);
+    },
+    /** Every discovery answer of `id` takes `ms` longer (0 removes the delay). */
+    slowDiscovery(id: FixtureServiceId, ms: number) {
+      if (ms > 0) discoveryDelays.set(id, ms);
+      else discoveryDelays.delete(id);
+    },
+    /** Discovery requests `id` received. */
+    discoveryRequests(id: FixtureServiceId) {
+      return requests.filter((record) =>
+        record.service === id && record.path.startsWith('/.well-known/')
+      );
     },
     serviceFetch,
     /** Requests an RPC route of `id` received (discovery requests excluded). */

@@ -1,0 +1,195 @@
+// Contract "In-process ability session options" and "In-process session": every option field of
+// `plane.abilitySession`, the brokered path chosen for ingress targets, `timeoutMs` covering
+// catalog resolution and issuance, and the disposal rules.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import type { InProcessSessionOptions } from '../../src/plane/in-process-session.ts';
+import {
+  assertRefusal,
+  createPlaneDeployment,
+  decodeJws,
+  PLANE_ID,
+  type PlaneDeployment,
+  sleep,
+} from './plane-fixture.ts';
+
+type Report = {
+  identity: Record<string, unknown>;
+  connInfo: unknown;
+  idempotencyKey: string | null;
+  remainingTimeoutMs: number | null;
+  requestId: string | null;
+};
+
+const echo = (extra: Partial<InProcessSessionOptions> = {}): InProcessSessionOptions => ({
+  abilityId: 'svc-a.echo',
+  targetServiceId: 'svc-a',
+  scopes: ['svc-a.read'],
+  ...extra,
+});
+
+const whoami = async (fx: PlaneDeployment, options: InProcessSessionOptions) => {
+  using session = fx.plane.abilitySession(options);
+  return await session.whoami({}) as Report;
+};
+
+const connInfo = {
+  remote: { address: '203.0.113.7', addressType: 'IPv4', port: 443, transport: 'tcp' },
+} as const;
+
+test('In-process session options: abilityId, targetServiceId and scopes are required', async () => {
+  const fx = await createPlaneDeployment();
+  const complete = echo();
+  for (const field of ['abilityId', 'targetServiceId', 'scopes'] as const) {
+    const { [field]: _dropped, ...missing } = complete;
+    assert.throws(
+      () => fx.plane.abilitySession(missing as InProcessSessionOptions),
+      SvcConfigurationError,
+      field,
+    );
+  }
+  assert.equal(fx.requests.length, 0, 'nothing was resolved or sent');
+});
+
+test('In-process session options: without caller the call is plane-class under the plane id', async () => {
+  const fx = await createPlaneDeployment();
+  const { identity } = await whoami(fx, echo());
+  assert.equal(identity.serviceId, PLANE_ID);
+  assert.equal(identity.callerAccess, 'plane');
+  assert.equal('subject' in identity, false);
+  const { claims } = decodeJws(fx.tokensAt('svc-a')[0]);
+  assert.equal(claims.sub, PLANE_ID);
+  assert.equal('act' in claims, false);
+});
+
+test('In-process session options: connInfo reaches an ingress target handler only', async () => {
+  const fx = await createPlaneDeployment();
+  const ingress = await whoami(fx, {
+    abilityId: 'svc-b.echo',
+    targetServiceId: 'svc-b',
+    scopes: ['svc-b.read'],
+    connInfo,
+  });
+  assert.deepEqual(ingress.connInfo, connInfo);
+  const plain = await whoami(fx, echo({ connInfo }));
+  assert.equal(plain.connInfo, null, 'dropped by a service without ingress');
+  for (const token of [...fx.tokensAt('svc-b'), ...fx.tokensAt('svc-a')]) {
+    assert.equal(token.includes('203.0.113.7'), false);
+    assert.equal(JSON.stringify(decodeJws(token).claims).includes('203.0.113.7'), false);
+  }
+});
+
+test('In-process session options: idempotencyKey is forwarded; an invalid key is dropped', async () => {
+  const fx = await createPlaneDeployment();
+  assert.equal(
+    (await whoami(fx, echo({ idempotencyKey: 'retry-2026_01=' }))).idempotencyKey,
+    'retry-2026_01=',
+  );
+  const invalid = await whoami(fx, echo({ idempotencyKey: 'a b' }));
+  assert.equal(invalid.idempotencyKey, null);
+  assert.equal(invalid.identity.audience, 'svc-a', 'the call itself still succeeds');
+});
+
+test('In-process session options: requestId reaches the handler, the RPC and discovery requests', async () => {
+  const fx = await createPlaneDeployment();
+  const report = await whoami(fx, echo({ requestId: 'req-inproc-1' }));
+  assert.equal(report.requestId, 'req-inproc-1');
+  const discovery = fx.discoveryRequests('svc-a');
+  assert.equal(discovery.length, 1, 'one resolution serves the access check and the mint');
+  assert.equal(discovery[0].headers.get('X-Request-Id'), 'req-inproc-1');
+  assert.equal(fx.rpcRequests('svc-a').at(-1)?.headers.get('X-Request-Id'), 'req-inproc-1');
+});
+
+test('In-process session options: timeoutMs bounds each call and reaches the handler', async () => {
+  const fx = await createPlaneDeployment();
+  const report = await whoami(fx, echo({ timeoutMs: 5000 }));
+  assert.ok(report.remainingTimeoutMs! <= 5000 && report.remainingTimeoutMs! > 3000);
+  using session = fx.plane.abilitySession(echo({ timeoutMs: 150 }));
+  await assertRefusal(session.sleep({ ms: 1500 }), { code: 'timeout', status: 504 });
+  using none = fx.plane.abilitySession(echo({ timeoutMs: 0 }));
+  const before = fx.requests.length;
+  await assertRefusal(none.whoami({}), { code: 'timeout', status: 504 });
+  assert.equal(fx.requests.length, before, 'a zero budget fails before any request');
+});
+
+test('In-process session options: timeoutMs includes catalog resolution and token issuance', async () => {
+  const fx = await createPlaneDeployment({ countSigningKeyLookups: true });
+  // Discovery alone outlasts the budget and its grace: the caller's wait ends first.
+  fx.slowDiscovery('svc-a', 700);
+  using slow = fx.plane.abilitySession(echo({ timeoutMs: 100 }));
+  const started = Date.now();
+  await assertRefusal(slow.whoami({}), { code: 'timeout', status: 504 });
+  assert.ok(Date.now() - started < 650, 'refused before discovery answered');
+  // Discovery answers inside the grace, but past the budget: no service session is opened.
+  fx.slowDiscovery('svc-a', 250);
+  using exhausted = fx.plane.abilitySession(echo({ timeoutMs: 120 }));
+  await assertRefusal(exhausted.whoami({}), { code: 'timeout', status: 504 });
+  await sleep(800);
+  assert.equal(fx.rpcRequests('svc-a').length, 0, 'svc-a never received an RPC request');
+  assert.equal(fx.count('factories', 'svc-a.echo'), 0);
+});
+
+test('In-process session options: the plane timeout policy clamps and supplies the budget', async () => {
+  const clamped = await createPlaneDeployment({ plane: { timeout: { maxMs: 2000 } } });
+  const high = await whoami(clamped, echo({ timeoutMs: 60_000 }));
+  assert.ok(high.remainingTimeoutMs! <= 2000 && high.remainingTimeoutMs! > 1000);
+  const defaulted = await createPlaneDeployment({ plane: { timeout: { defaultMs: 3000 } } });
+  const none = await whoami(defaulted, echo());
+  assert.ok(none.remainingTimeoutMs! <= 3000 && none.remainingTimeoutMs! > 2000);
+});
+
+test('In-process session: an ingress target gets a brokered token automatically', async () => {
+  const fx = await createPlaneDeployment();
+  const brokered = await whoami(fx, {
+    abilityId: 'svc-b.echo',
+    targetServiceId: 'svc-b',
+    scopes: ['svc-b.read'],
+    caller: { id: 'alice', kind: 'user' },
+  });
+  assert.equal(brokered.identity.brokerServiceId, PLANE_ID);
+  assert.equal(decodeJws(fx.tokensAt('svc-b')[0]).claims.spb, PLANE_ID);
+  const plain = await whoami(fx, echo());
+  assert.equal('brokerServiceId' in plain.identity, false);
+  assert.equal('spb' in decodeJws(fx.tokensAt('svc-a')[0]).claims, false);
+});
+
+test('In-process session: disposal is idempotent and reuse fails consistently', async () => {
+  const fx = await createPlaneDeployment();
+  const session = fx.plane.abilitySession(echo());
+  await session.whoami({});
+  const pending = session.sleep({ ms: 400 });
+  session[Symbol.dispose]();
+  await assertRefusal(pending, { code: 'internal', reason: 'session_disposed' });
+  session[Symbol.dispose]();
+  disposeAbilitySession(session);
+  const sent = fx.rpcRequests('svc-a').length;
+  const first = await assertRefusal(session.whoami({}), { reason: 'session_disposed' });
+  const second = await assertRefusal(session.ping({}), { reason: 'session_disposed' });
+  assert.equal(first.message, second.message);
+  assert.equal(fx.rpcRequests('svc-a').length, sent, 'nothing is sent after disposal');
+  let scoped: typeof session | undefined;
+  {
+    using inBlock = fx.plane.abilitySession(echo());
+    scoped = inBlock;
+    await inBlock.whoami({});
+  }
+  await assertRefusal(scoped.whoami({}), { reason: 'session_disposed' });
+});
+
+test('In-process session: scopes, target and ability are checked against catalog and grants', async () => {
+  const fx = await createPlaneDeployment();
+  const cases: [Partial<InProcessSessionOptions>, string][] = [
+    [{ scopes: ['svc-a.nope'] }, 'unknown_scope'],
+    [{ targetServiceId: 'svc-zz' }, 'unknown_target'],
+    [{ abilityId: 'svc-a.missing' }, 'unknown_ability'],
+    [{ abilityId: 'svc-c.echo' }, 'unknown_ability'],
+    [{ scopes: ['svc-a.read'], caller: { id: 'svc-stranger', kind: 'service' } }, 'grant_denied'],
+  ];
+  for (const [extra, reason] of cases) {
+    using session = fx.plane.abilitySession(echo(extra));
+    await assertRefusal(session.whoami({}), { code: 'capability_auth', status: 403, reason });
+  }
+  assert.equal(fx.rpcRequests('svc-a').length, 0);
+});
