@@ -253,6 +253,9 @@ async function runUnary(
       );
       output = await implementation.call(handler, input);
     } catch (error) {
+      // After the deadline the caller already has its 504; what the aborted handler threw
+      // (typically an AbortError) reaches no one and is not a handler failure worth logging.
+      if (controller.signal.aborted) throw controller.signal.reason;
       throw callerFacingFailure(error, ability, methodName, call);
     }
     return await validateOutput(method.output, output, label);

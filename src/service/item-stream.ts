@@ -101,6 +101,8 @@ export function itemStream(source: unknown, options: ItemStreamOptions): Readabl
         try {
           result = await puller.next();
         } catch (error) {
+          // A source failing after the consumer cancelled reaches no one.
+          if (finished) return;
           finished = true;
           controller.error(options.sourceFailure(error));
           return;
@@ -115,6 +117,7 @@ export function itemStream(source: unknown, options: ItemStreamOptions): Readabl
         try {
           item = await options.validateItem(result.value);
         } catch (error) {
+          if (finished) return;
           finished = true;
           controller.error(error);
           await closeQuietly(puller, error);

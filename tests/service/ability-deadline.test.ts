@@ -202,3 +202,23 @@ test('a handler that ignores its signal still has its call failed at the deadlin
   await new Promise((resolve) => setTimeout(resolve, 150));
   assert.equal(events.length, 0, 'a late result is dropped silently');
 });
+
+test('what a handler throws after its deadline aborted it is not logged as a handler failure', async () => {
+  const ability = defineAbility({
+    id: 'svc-d.aborting',
+    methods: { go: abilityMethod({ input: z.object({}), output: z.object({}), timeoutMs: 30 }) },
+    handler: ({ signal }) => ({
+      go: () =>
+        new Promise<Record<string, never>>((_, reject) => {
+          // Like fetch with a signal: rejects with an AbortError of its own once aborted.
+          signal.addEventListener('abort', () => {
+            reject(new DOMException('The operation was aborted', 'AbortError'));
+          });
+        }),
+    }),
+  });
+  const { call, events } = callContextWith();
+  await rejectsWithInfo(createAbilityTarget(ability, call).go({}), { code: 'timeout' });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(events.length, 0);
+});

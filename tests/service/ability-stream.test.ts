@@ -312,3 +312,26 @@ test('a streaming call is refused like any call: scopes, input, spent caller dea
   });
   assert.equal(record.factoryCalls, 0);
 });
+
+test('a source that fails after the consumer cancelled is not reported', async () => {
+  let release: () => void = () => {};
+  const { ability } = streamingAbility(() => ({
+    [Symbol.asyncIterator]() {
+      return {
+        next: () =>
+          new Promise<IteratorResult<{ i: number }>>((_, reject) => {
+            release = () => reject(new Error(SECRET));
+          }),
+        return: () => Promise.resolve({ done: true as const, value: undefined }),
+      };
+    },
+  }));
+  const { call, events } = callContextWith();
+  const reader = (await createAbilityTarget(ability, call).items({})).getReader();
+  const pending = reader.read();
+  await reader.cancel('gone');
+  release();
+  assert.deepEqual(await pending, { done: true, value: undefined });
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(events.length, 0);
+});
