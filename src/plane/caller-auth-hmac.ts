@@ -198,7 +198,7 @@ export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): Ca
       ...(context.requestId !== undefined ? { requestId: context.requestId } : {}),
       reason,
       ...(clientId !== undefined ? { clientId } : {}),
-    });
+    }, context.requestContext);
   }
 
   async function verify(request: Request, body: Uint8Array): Promise<AuthenticatedCaller> {

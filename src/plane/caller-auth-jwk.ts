@@ -332,7 +332,7 @@ export function jwkServiceClientAuth(options: JwkServiceClientAuthOptions): Call
       ...(context.requestId !== undefined ? { requestId: context.requestId } : {}),
       reason,
       ...(clientId !== undefined ? { clientId } : {}),
-    });
+    }, context.requestContext);
   }
 
   async function verify(

@@ -27,6 +27,8 @@ export interface CallerAuthContext {
   issuer: string;
   /** The request id the plane assigned, for log events. */
   requestId?: string;
+  /** The plane's request context (Hono's `c`): the second argument of refusal log events. */
+  requestContext?: unknown;
 }
 
 /** One `Authorization` scheme of token-endpoint caller authentication. */

@@ -395,6 +395,7 @@ export function createTokenEndpoint(
       caller = await authenticateTokenRequest(request, body, authenticators, {
         issuer: options.issuer,
         requestId,
+        ...(requestContext !== undefined ? { requestContext } : {}),
       });
     } catch (error) {
       if (error instanceof CallerAuthError) return unauthenticated(requestId);
