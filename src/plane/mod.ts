@@ -44,3 +44,8 @@ export {
   type SigningKeyEntry,
   type SigningKeysOption,
 } from './signing-keys.ts';
+export {
+  type CapabilityTokenEntrypoint,
+  capabilityTokenEntrypoint,
+  type CapabilityTokenEntrypointOptions,
+} from './token-entrypoint.ts';

@@ -1,0 +1,209 @@
+/**
+ * The plane side of `controlPlaneRpcTokenRequester`: the object a Workers entrypoint exposes to
+ * one same-account caller over a private service binding.
+ *
+ * A binding carries no credentials, so the caller is whoever the deployment wired the binding
+ * to. The entrypoint is therefore configured with exactly one `callerServiceId` and mints for
+ * that service only: a request naming another caller is refused (403), as is a delegated
+ * `subject` (403). The answer has the token endpoint's shape, so the requester caches it the same
+ * way. Everything else (grants, scopes, targets, TTL caps) is the plane's ordinary issuance.
+ *
+ * @module
+ */
+import {
+  AbilityValidationError,
+  CapabilityAuthError,
+  SvcConfigurationError,
+  type ValidationIssue,
+} from '../core/errors.ts';
+import type { IssuedCapabilityToken } from './issuer.ts';
+import type { IssueForCallerOptions } from './control-plane.ts';
+import {
+  CAPABILITY_TOKEN_TYPE,
+  MAX_TOKEN_REQUEST_ID_LENGTH,
+  MAX_TOKEN_REQUEST_SCOPES,
+} from './token-endpoint.ts';
+
+/** What the entrypoint needs from a control plane. */
+export interface TokenIssuingPlane {
+  issueCapabilityTokenForCaller(request: IssueForCallerOptions): Promise<IssuedCapabilityToken>;
+}
+
+/** Options of {@link capabilityTokenEntrypoint}. */
+export interface CapabilityTokenEntrypointOptions {
+  /** The one service the binding belongs to: `sub` of every token minted here. */
+  callerServiceId: string;
+  /**
+   * Runtime context handed to the plane's `services(context)` and `signingKeys(env)`, such as
+   * the entrypoint's `env`; optional for static configuration.
+   */
+  context?: unknown;
+}
+
+/** A token request as it arrives over the binding. */
+export interface CapabilityTokenEntrypointRequest {
+  /** Must equal the configured caller. */
+  callerServiceId: string;
+  targetServiceId: string;
+  scopes: string[];
+  abilityId?: string;
+  ttlSeconds?: number;
+}
+
+/** The answer: the same members as the token endpoint's 200 body. */
+export interface CapabilityTokenEntrypointResponse {
+  token: string;
+  tokenType: typeof CAPABILITY_TOKEN_TYPE;
+  /** ISO 8601. */
+  expiresAt: string;
+  /** Seconds from now. */
+  expiresIn: number;
+  scopes: string[];
+}
+
+/** The object a Workers entrypoint exposes for `controlPlaneRpcTokenRequester`. */
+export interface CapabilityTokenEntrypoint {
+  requestCapabilityToken(
+    request: CapabilityTokenEntrypointRequest,
+  ): Promise<CapabilityTokenEntrypointResponse>;
+}
+
+const LABEL = 'capabilityTokenEntrypoint';
+
+function isText(value: unknown, maxLength: number): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= maxLength;
+}
+
+function scopeIssues(scopes: unknown): ValidationIssue[] {
+  if (!Array.isArray(scopes) || scopes.length === 0) {
+    return [{ message: 'scopes must be a non-empty array of strings', path: ['scopes'] }];
+  }
+  if (scopes.length > MAX_TOKEN_REQUEST_SCOPES) {
+    return [{ message: `at most ${MAX_TOKEN_REQUEST_SCOPES} scopes`, path: ['scopes'] }];
+  }
+  return scopes.flatMap((scope, index) =>
+    isText(scope, MAX_TOKEN_REQUEST_ID_LENGTH)
+      ? []
+      : [{ message: 'a scope must be a non-empty string', path: ['scopes', index] }]
+  );
+}
+
+function requestIssues(request: Record<string, unknown>): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (!isText(request.targetServiceId, MAX_TOKEN_REQUEST_ID_LENGTH)) {
+    issues.push({
+      message: 'targetServiceId must be a non-empty string',
+      path: ['targetServiceId'],
+    });
+  }
+  issues.push(...scopeIssues(request.scopes));
+  if (
+    request.abilityId !== undefined && !isText(request.abilityId, MAX_TOKEN_REQUEST_ID_LENGTH * 2)
+  ) {
+    issues.push({ message: 'abilityId must be a non-empty string', path: ['abilityId'] });
+  }
+  const ttl = request.ttlSeconds;
+  if (ttl !== undefined && (typeof ttl !== 'number' || !Number.isSafeInteger(ttl) || ttl <= 0)) {
+    issues.push({ message: 'ttlSeconds must be a positive integer', path: ['ttlSeconds'] });
+  }
+  return issues;
+}
+
+/** The request as a plain record; anything else is an invalid request. */
+function requestRecord(request: unknown): Record<string, unknown> {
+  if (request === null || typeof request !== 'object' || Array.isArray(request)) {
+    throw new AbilityValidationError(`${LABEL}: the token request must be an object`, {
+      reason: 'invalid_token_request',
+      issues: [{ message: 'expected an object' }],
+    });
+  }
+  return request as Record<string, unknown>;
+}
+
+/** The subject refusal runs before the caller check: nothing about a subject is ever read. */
+function refuseSubject(request: Record<string, unknown>): void {
+  if (Object.hasOwn(request, 'subject')) {
+    throw new CapabilityAuthError('A caller may not assert a delegated subject', {
+      status: 403,
+      reason: 'subject_not_allowed',
+    });
+  }
+}
+
+function refuseOtherCaller(request: Record<string, unknown>, callerServiceId: string): void {
+  if (request.callerServiceId !== callerServiceId) {
+    throw new CapabilityAuthError(
+      `This entrypoint issues tokens for ${callerServiceId} only`,
+      { status: 403, reason: 'caller_mismatch' },
+    );
+  }
+}
+
+function checkOptions(plane: unknown, options: unknown): CapabilityTokenEntrypointOptions {
+  if (
+    plane === null || typeof plane !== 'object' ||
+    typeof (plane as Partial<TokenIssuingPlane>).issueCapabilityTokenForCaller !== 'function'
+  ) {
+    throw new SvcConfigurationError(`${LABEL}: \`plane\` must be a control plane`, {
+      reason: 'invalid_token_entrypoint',
+    });
+  }
+  const callerServiceId = (options as Partial<CapabilityTokenEntrypointOptions> | null)
+    ?.callerServiceId;
+  if (!isText(callerServiceId, MAX_TOKEN_REQUEST_ID_LENGTH)) {
+    throw new SvcConfigurationError(`${LABEL}: \`callerServiceId\` must be a non-empty string`, {
+      reason: 'invalid_token_entrypoint',
+    });
+  }
+  return options as CapabilityTokenEntrypointOptions;
+}
+
+function entrypointResponse(issued: IssuedCapabilityToken): CapabilityTokenEntrypointResponse {
+  const expiresAtMs = issued.expiresAt.getTime();
+  return {
+    token: issued.token,
+    tokenType: CAPABILITY_TOKEN_TYPE,
+    expiresAt: issued.expiresAt.toISOString(),
+    expiresIn: Math.max(0, Math.floor((expiresAtMs - Date.now()) / 1000)),
+    scopes: [...issued.scopes],
+  };
+}
+
+/**
+ * Builds the token entrypoint for one caller service. Order of checks: the request is an object
+ * (422), carries no `subject` (403), names the configured caller (403), has valid members (422);
+ * then the plane's issuance runs its full grant check, and its errors keep their taxonomy.
+ *
+ * On Workers, expose it from a `WorkerEntrypoint` the caller's binding points at:
+ * `requestCapabilityToken(request) { return entrypoint.requestCapabilityToken(request); }`.
+ */
+export function capabilityTokenEntrypoint(
+  plane: TokenIssuingPlane,
+  options: CapabilityTokenEntrypointOptions,
+): CapabilityTokenEntrypoint {
+  const { callerServiceId, context } = checkOptions(plane, options);
+  return {
+    async requestCapabilityToken(request) {
+      const record = requestRecord(request);
+      refuseSubject(record);
+      refuseOtherCaller(record, callerServiceId);
+      const issues = requestIssues(record);
+      if (issues.length > 0) {
+        throw new AbilityValidationError(`${LABEL}: the token request is invalid`, {
+          reason: 'invalid_token_request',
+          issues,
+        });
+      }
+      // Only the accepted members reach the issuer.
+      const issued = await plane.issueCapabilityTokenForCaller({
+        caller: { clientId: callerServiceId, serviceId: callerServiceId },
+        targetServiceId: record.targetServiceId as string,
+        scopes: [...(record.scopes as string[])],
+        ...(record.abilityId !== undefined ? { abilityId: record.abilityId as string } : {}),
+        ...(record.ttlSeconds !== undefined ? { ttlSeconds: record.ttlSeconds as number } : {}),
+        ...(context !== undefined ? { context } : {}),
+      });
+      return entrypointResponse(issued);
+    },
+  };
+}
