@@ -373,6 +373,30 @@ export async function createFixture(options: FixtureOptions = {}) {
         ...options,
       });
     },
+    /** A k1-signed service-class token for `audience` carrying `scopes` (claims B otherwise). */
+    tokenFor(
+      audience: FixtureServiceId,
+      scopes: string[],
+      overrides: Record<string, unknown> = {},
+    ): Promise<string> {
+      return signedToken(
+        k1SigningKey,
+        this.baselineClaims({ aud: audience, scp: scopes, ...overrides }),
+      );
+    },
+    /**
+     * Redeploys fixture service `id` with these abilities (and options), verifying against this
+     * plane; returns the new service.
+     */
+    deploy(
+      id: FixtureServiceId,
+      abilities: ServiceOptions['abilities'],
+      options: Partial<ServiceOptions> = {},
+    ): SvcService {
+      const service = this.createService({ id, abilities, ...options });
+      live[id] = service;
+      return service;
+    },
     /** Replaces a service behind the plane and the fixture's direct routes (a redeploy). */
     replaceService(id: FixtureServiceId, service: SvcService) {
       live[id] = service;
