@@ -227,7 +227,11 @@ test('Ability definition rpc.transports: a streaming method needs websocket or a
     'websocket',
   );
   for (const transports of [['websocket'], ['http-batch', 'cloudflare-binding-rpc']]) {
-    assert.equal(plainAbility({ ...streaming, rpc: { transports } }).methods.ticks.stream, true);
+    const methods = plainAbility({ ...streaming, rpc: { transports } }).methods as Record<
+      string,
+      { stream: boolean }
+    >;
+    assert.equal(methods.ticks.stream, true);
   }
 });
 
