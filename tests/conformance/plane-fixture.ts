@@ -356,7 +356,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const requests: ServiceRequestRecord[] = [];
   const stopped = new Set<string>();
   const discoveryDelays = new Map<string, number>();
-  const counters = { jwksFetches: 0, signingKeyLookups: 0 };
+  const counters = { jwksFetches: 0, signingKeyLookups: 0, requesterFetches: 0 };
 
   // Services reach the JWKS of whichever replica is active (the one "deployed" at the URL).
   let active: ControlPlane | undefined;
@@ -491,7 +491,10 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   active = replica(options.signingOrder ?? ['k1', 'k2']);
   await active.ready();
 
-  const requesterFetch = (request: Request) => activeFetch(request);
+  const requesterFetch = (request: Request) => {
+    counters.requesterFetches++;
+    return activeFetch(request);
+  };
 
   const deployment = {
     keys,
@@ -697,4 +700,33 @@ export async function assertRefusal(
     }
   }
   return error;
+}
+
+/**
+ * A capability token signed with a plane key (default k1) but built by the harness: the
+ * baseline plain claims (svc-caller → svc-a, `svc-a.read` + `svc-a.internal`, spa service),
+ * with `claims` merged over them (`undefined` removes a claim).
+ */
+export async function forgedToken(
+  claims: Record<string, unknown> = {},
+  options: { key?: FixtureKey; header?: Record<string, unknown> } = {},
+): Promise<string> {
+  const key = options.key ?? (await planeKeys()).k1;
+  const now = Math.floor(Date.now() / 1000);
+  return await signCompactEs256(
+    defined({ alg: 'ES256', kid: key.kid, typ: CAPABILITY_TOKEN_TYP, ...options.header }),
+    defined({
+      iss: ISS,
+      sub: 'svc-caller',
+      aud: 'svc-a',
+      scp: ['svc-a.read', 'svc-a.internal'],
+      spa: 'service',
+      jti: crypto.randomUUID(),
+      iat: now - 5,
+      nbf: now - 5,
+      exp: now + 120,
+      ...claims,
+    }),
+    await importSigningKey(key),
+  );
 }

@@ -4,16 +4,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CAPABILITY_TOKEN_TYP } from '../../src/core/capability-token.ts';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
-import { signCompactEs256 } from '../../src/service/token-request-signing.ts';
 import {
   assertRefusal,
   createPlaneDeployment,
   decodeJws,
-  type FixtureKey,
+  forgedToken,
   hmacTokenRequest,
   ISS,
   PLANE_ID,
-  planeKeys,
   tokenBody,
 } from './plane-fixture.ts';
 
@@ -36,35 +34,7 @@ const CLOSED_CLAIMS = new Set([
 
 type Report = { identity: Record<string, unknown> };
 
-/** A token signed with a plane key but with claims the plane would never mint. */
-async function forged(claims: Record<string, unknown>, key?: FixtureKey): Promise<string> {
-  const signing = key ?? (await planeKeys()).k1;
-  const { kty, crv, x, y, d } = signing.privateJwk;
-  const privateKey = await crypto.subtle.importKey(
-    'jwk',
-    { kty, crv, x, y, d },
-    { name: 'ECDSA', namedCurve: 'P-256' },
-    false,
-    ['sign'],
-  );
-  const now = Math.floor(Date.now() / 1000);
-  return await signCompactEs256(
-    { alg: 'ES256', kid: signing.kid, typ: CAPABILITY_TOKEN_TYP },
-    {
-      iss: ISS,
-      sub: 'svc-caller',
-      aud: 'svc-a',
-      scp: ['svc-a.read', 'svc-a.internal'],
-      spa: 'service',
-      jti: crypto.randomUUID(),
-      iat: now - 5,
-      nbf: now - 5,
-      exp: now + 120,
-      ...claims,
-    },
-    privateKey,
-  );
-}
+const forged = (claims: Record<string, unknown>) => forgedToken(claims);
 
 const planeIssue = (scopes = ['svc-a.read']) => ({
   callerServiceId: PLANE_ID,
