@@ -356,6 +356,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const requests: ServiceRequestRecord[] = [];
   const stopped = new Set<string>();
   const discoveryDelays = new Map<string, number>();
+  const jwksRequests: string[] = [];
   const counters = { jwksFetches: 0, signingKeyLookups: 0, requesterFetches: 0 };
 
   // Services reach the JWKS of whichever replica is active (the one "deployed" at the URL).
@@ -368,6 +369,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     jwksFromServiceBinding({
       fetch: (request: Request) => {
         counters.jwksFetches++;
+        jwksRequests.push(request.url);
         return activeFetch(request);
       },
     }, { cacheTtlSeconds: options.jwksCacheTtlSeconds ?? 0.3 });
@@ -503,6 +505,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     eventContexts,
     requests,
     counters,
+    /** URLs the services fetched from the plane (their JWKS source). */
+    jwksRequests,
     services: built,
     /** The replica services currently fetch their JWKS from (and requesters talk to). */
     get plane(): ControlPlane {
