@@ -19,6 +19,7 @@ import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.
 import { localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
 import { abilitySession, type ProofSigner } from '../../src/service/ability-session.ts';
 import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
+import { tokenHashForProof } from '../../src/service/proof-verify.ts';
 import { createService } from '../../src/service/service.ts';
 import {
   controlPlaneHmacTokenRequester,
@@ -733,4 +734,49 @@ export async function forgedToken(
     }),
     await importSigningKey(key),
   );
+}
+
+/**
+ * A proof of possession built by the harness (bypassing the shipped signer's local checks):
+ * header `{ alg, typ, jwk: <public key of key> }`, claims `{ ath, aud, ab, iat, jti }`, each
+ * member overridable (`undefined` removes one).
+ */
+export async function craftedProof(options: {
+  token: string;
+  key: FixtureKey;
+  /** Signs with this key instead of `key` (whose public half stays in the header). */
+  signWith?: FixtureKey;
+  audience?: string;
+  abilityId?: string;
+  header?: Record<string, unknown>;
+  claims?: Record<string, unknown>;
+}): Promise<string> {
+  const { kty, crv, x, y } = options.key.publicJwk;
+  return await signCompactEs256(
+    defined({ alg: 'ES256', typ: 'svc-pop+jwt', jwk: { kty, crv, x, y }, ...options.header }),
+    defined({
+      ath: await tokenHashForProof(options.token),
+      aud: options.audience ?? 'svc-a',
+      ab: options.abilityId ?? 'svc-a.echo',
+      iat: Math.floor(Date.now() / 1000),
+      jti: crypto.randomUUID(),
+      ...options.claims,
+    }),
+    await importSigningKey(options.signWith ?? options.key),
+  );
+}
+
+/** Runs `work` while counting calls of the global `fetch` (nothing here should fetch). */
+export async function countingGlobalFetch<T>(work: () => Promise<T>): Promise<[T, number]> {
+  const original = globalThis.fetch;
+  let calls = 0;
+  globalThis.fetch = ((...args: Parameters<typeof fetch>) => {
+    calls++;
+    return original(...args);
+  }) as typeof fetch;
+  try {
+    return [await work(), calls];
+  } finally {
+    globalThis.fetch = original;
+  }
 }
