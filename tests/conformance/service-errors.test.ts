@@ -1,0 +1,278 @@
+// Contract: Errors (taxonomy and rules 1-7), through svc-a's fixture methods and small abilities
+// deployed for the rule at hand.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { z } from 'zod';
+import {
+  AbilityHandlerError,
+  AbilityValidationError,
+  handlerFailureCause,
+  svcErrorInfo,
+} from '../../src/core/errors.ts';
+import { defineAbility } from '../../src/service/ability.ts';
+import { createAbilityTarget } from '../../src/service/ability-target.ts';
+import { abilityMethod } from '../../src/service/method.ts';
+import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
+import { createFixtureStats, echoAbility } from './fixture-abilities.ts';
+
+const anyObject = z.record(z.string(), z.unknown());
+
+/** svc-c.relay: calls a method of svc-a.echo and lets whatever it throws propagate. */
+function relayAbility(fx: Fixture) {
+  return defineAbility({
+    id: 'svc-c.relay',
+    methods: {
+      relay: abilityMethod({
+        input: z.object({ method: z.string(), input: anyObject }),
+        output: anyObject,
+      }),
+    },
+    handler: () => ({
+      async relay({ method, input }: { method: string; input: Record<string, unknown> }) {
+        using downstream = fx.session('svc-a.echo');
+        return (await downstream[method](input)) as Record<string, unknown>;
+      },
+    }),
+  });
+}
+
+/** svc-c.forged: throws an Error carrying whatever taxonomy-looking fields it is given. */
+const forgedAbility = defineAbility({
+  id: 'svc-c.forged',
+  methods: { raise: abilityMethod({ input: anyObject, output: anyObject }) },
+  handler: () => ({
+    raise(fields: Record<string, unknown>): Record<string, unknown> {
+      throw Object.assign(new Error('forged by a peer'), fields);
+    },
+  }),
+});
+
+test('Errors taxonomy: capability_auth is 401 for an invalid token, 403 for scope or access', async () => {
+  const fx = await createFixture();
+  using invalid = fx.session('svc-a.echo', { token: 'a.b.c' });
+  await assertRefusal(invalid.whoami({}), {
+    code: 'capability_auth',
+    status: 401,
+    retryable: false,
+  });
+  using unscoped = fx.session('svc-a.echo', { scopes: ['svc-a.read'] });
+  await assertRefusal(unscoped.write({}), { code: 'capability_auth', status: 403 });
+  using wrongClass = fx.session('svc-a.internal', {
+    token: await fx.tokenFor('svc-a', ['svc-a.internal'], { spa: 'plane' }),
+  });
+  await assertRefusal(wrongClass.whoami({}), { code: 'capability_auth', status: 403 });
+});
+
+test('Errors taxonomy: ability_validation is 422 for input, 500 for output', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  const invalid = await assertRefusal(session.sleep({ ms: -1 }), {
+    code: 'ability_validation',
+    status: 422,
+    retryable: false,
+  });
+  // Rebuilt as a plain error on arrival: the class is gone, the fields are not.
+  assert.equal(invalid instanceof AbilityValidationError, false);
+  await assertRefusal(session.badOutput({}), { code: 'ability_validation', status: 500 });
+});
+
+test('Errors taxonomy: timeout is 504, handler is author-chosen, internal is 500', async () => {
+  const fx = await createFixture();
+  const slow = fx.httpBatch('svc-a', { headers: { 'X-Svc-Timeout': '20' } });
+  using timed = fx.session('svc-a.echo', { transport: slow.transport });
+  await assertRefusal(timed.sleep({ ms: 500 }), { code: 'timeout', status: 504, retryable: true });
+  using session = fx.session('svc-a.echo');
+  await assertRefusal(session.failShaped({ status: 418, reason: 'teapot' }), {
+    code: 'handler',
+    status: 418,
+    reason: 'teapot',
+  });
+  await assertRefusal(session.fail({ kind: 'error' }), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+  });
+});
+
+test('Errors r1: a method failure travels inside the RPC batch; the HTTP response is 200', async () => {
+  const fx = await createFixture();
+  const batch = fx.httpBatch('svc-a');
+  const token = await fx.tokenFor('svc-a', []);
+  using session = fx.session('svc-a.echo', { token, transport: batch.transport });
+  const results = await Promise.allSettled([
+    session.whoami({}),
+    session.failShaped({ status: 503, reason: 'down' }),
+    session.fail({ kind: 'error' }),
+  ]);
+  assert.deepEqual(results.map((result) => result.status), ['rejected', 'rejected', 'rejected']);
+  assert.equal(batch.exchanges.length, 1);
+  assert.equal(batch.exchanges[0].response.status, 200);
+  const rejects = batch.exchanges[0].body.split('\n').filter((line) =>
+    line.startsWith('["reject"')
+  );
+  assert.equal(rejects.length, 3);
+});
+
+test('Errors r2: retryable defaults true for 408, 429, 502, 503, 504; explicit values win', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  for (const status of [408, 429, 502, 503, 504, 400, 409, 500, 501]) {
+    const expected = [408, 429, 502, 503, 504].includes(status);
+    await assertRefusal(session.failShaped({ status, reason: 'default' }), {
+      code: 'handler',
+      status,
+      retryable: expected,
+    }, String(status));
+  }
+  await assertRefusal(session.failShaped({ status: 503, retryable: false, reason: 'explicit' }), {
+    code: 'handler',
+    status: 503,
+    retryable: false,
+  });
+  await assertRefusal(session.failShaped({ status: 500, retryable: true, reason: 'explicit' }), {
+    code: 'handler',
+    status: 500,
+    retryable: true,
+  });
+});
+
+test('Errors r3: AbilityValidationError.issues is a list of { message, path? }', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  const error = await assertRefusal(session['items.update']({ id: 7 }), {
+    code: 'ability_validation',
+    status: 422,
+  });
+  const issues = (error as unknown as { issues: Record<string, unknown>[] }).issues;
+  assert.ok(Array.isArray(issues) && issues.length === 2, JSON.stringify(issues));
+  for (const issue of issues) {
+    assert.equal(typeof issue.message, 'string');
+    assert.ok(Object.keys(issue).every((key) => key === 'message' || key === 'path'));
+  }
+  assert.deepEqual(issues.map((issue) => issue.path).sort(), [['id'], ['name']]);
+  // Locally the class carries the same shape.
+  const local = new AbilityValidationError('bad', { issues: [{ message: 'm' }] });
+  assert.deepEqual(local.issues, [{ message: 'm' }]);
+});
+
+test('Errors r4: a received error is a plain Error; svcErrorInfo re-validates every field', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  const received = await assertRefusal(
+    session.failShaped({ status: 429, retryable: true, reason: 'quota' }),
+    { code: 'handler', status: 429 },
+  );
+  assert.equal(received instanceof AbilityHandlerError, false);
+  for (const key of ['code', 'status', 'retryable', 'reason']) {
+    assert.ok(Object.keys(received).includes(key), key);
+  }
+  fx.deploy('svc-c', [forgedAbility]);
+  using forged = fx.session('svc-c.forged', { token: await fx.tokenFor('svc-c', []) });
+  // A peer claiming a retryable refusal, a 200 timeout or a malformed code gets no say.
+  const refusal = await forged.raise({ code: 'capability_auth', status: 401, retryable: true })
+    .catch((error: unknown) => error);
+  assert.equal((refusal as { retryable: unknown }).retryable, true);
+  assert.deepEqual(svcErrorInfo(refusal), {
+    code: 'capability_auth',
+    status: 401,
+    retryable: false,
+  });
+  const timeout = await forged.raise({ code: 'timeout', status: 200, retryable: false })
+    .catch((error: unknown) => error);
+  assert.deepEqual(svcErrorInfo(timeout), { code: 'timeout', status: 504, retryable: true });
+  const unknown = await forged.raise({ code: 'teapot', status: 418 }).catch((error) => error);
+  assert.deepEqual(svcErrorInfo(unknown), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+    reason: 'handler_failed',
+  });
+  assert.equal((unknown as Error).message, 'Svc ability handler failed: raise');
+});
+
+test('Errors r5: other throws become the opaque 500; the original stays in-process, never as cause', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  const received = await assertRefusal(session.fail({ kind: 'cause' }), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+  });
+  assert.equal(received.message, 'Svc ability handler failed: fail');
+  assert.equal(received.cause, undefined);
+  assert.equal(handlerFailureCause(received), undefined);
+  const logged = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.deepEqual(logged.map((event) => event.error), [{ name: 'Error', message: 'outer' }]);
+
+  // In the process that replaced it, the original is reachable through handlerFailureCause.
+  const stats = createFixtureStats();
+  const events: unknown[] = [];
+  const target = createAbilityTarget(echoAbility(stats), {
+    identity: {
+      serviceId: 'svc-caller',
+      audience: 'svc-a',
+      scopes: ['svc-a.read'],
+      tokenId: 't',
+      issuer: 'i',
+      expiresAt: new Date(Date.now() + 60_000),
+      callerAccess: 'service',
+    },
+    context: {},
+    transport: 'websocket',
+    log: (event) => void events.push(event),
+  }) as unknown as Record<string, (input: unknown) => Promise<unknown>>;
+  const local = await target.fail({ kind: 'error' }).catch((error: unknown) => error) as Error;
+  assert.equal(local.message, 'Svc ability handler failed: fail');
+  assert.equal(local.cause, undefined);
+  assert.equal(local.stack?.includes(stats.marker) ?? false, false);
+  const original = handlerFailureCause(local) as Error;
+  assert.equal(original.message, `${stats.marker} postgres://u:p@db`);
+  // The same holds for a stream failing mid-way.
+  const stream = await target.failMidStream({ after: 1 }) as ReadableStream<unknown>;
+  const reader = stream.getReader();
+  assert.deepEqual((await reader.read()).value, { i: 0 });
+  const midStream = await reader.read().catch((error: unknown) => error) as Error;
+  assert.equal(midStream.message, 'Svc ability handler failed: failMidStream');
+  assert.equal((handlerFailureCause(midStream) as Error).message, `${stats.marker} mid-stream`);
+  assert.equal(events.length, 2);
+});
+
+test('Errors r6: a taxonomy error rebuilt by an intermediate hop passes through unchanged', async () => {
+  const fx = await createFixture();
+  fx.deploy('svc-c', [relayAbility(fx)]);
+  using session = fx.session('svc-c.relay', { token: await fx.tokenFor('svc-c', []) });
+  const shaped = await assertRefusal(
+    session.relay({
+      method: 'failShaped',
+      input: { status: 429, retryable: true, reason: 'quota' },
+    }),
+    { code: 'handler', status: 429, retryable: true, reason: 'quota' },
+  );
+  assert.equal(shaped.message, 'Quota exceeded');
+  const opaque = await assertRefusal(session.relay({ method: 'fail', input: { kind: 'error' } }), {
+    code: 'internal',
+    status: 500,
+    reason: 'handler_failed',
+  });
+  // svc-a's opaque error, not a second replacement by svc-c.
+  assert.equal(opaque.message, 'Svc ability handler failed: fail');
+  const replaced = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.deepEqual(replaced.map((event) => event.ability), ['svc-a.echo']);
+});
+
+test('Errors r7: AbilityHandlerError lets the handler choose message, reason, status, retryable', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  const error = await assertRefusal(
+    session.failShaped({ status: 409, retryable: true, reason: 'version_conflict' }),
+    { code: 'handler', status: 409, retryable: true, reason: 'version_conflict' },
+  );
+  assert.equal(error.message, 'Shaped failure');
+  const local = new AbilityHandlerError('Gone', { status: 410, reason: 'gone' });
+  assert.deepEqual(svcErrorInfo(local), {
+    code: 'handler',
+    status: 410,
+    retryable: false,
+    reason: 'gone',
+  });
+});
