@@ -1,0 +1,133 @@
+// Security checklist A18 (discovery and registry) with harness fake services registered in the
+// real plane's catalog: crafted discovery documents are accepted only under the identity their
+// endpoint configuration gives them, and only when they are consistent.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { z } from 'zod';
+import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { defineAbility } from '../../src/service/ability.ts';
+import { abilityMethod } from '../../src/service/method.ts';
+import { createService } from '../../src/service/service.ts';
+import {
+  assertRefusal,
+  createPlaneDeployment,
+  discoveryDocumentOf,
+  fakeService,
+  hmacTokenRequest,
+  ISS,
+  type PlaneDeployment,
+  tokenBody,
+} from './plane-fixture.ts';
+
+const FAKE = 'svc-fake';
+const fakeRequest = tokenBody({ targetServiceId: FAKE, scopes: [`${FAKE}.read`] });
+
+async function withFake(document: unknown) {
+  const fake = fakeService(FAKE, document);
+  const fx = await createPlaneDeployment({ extraServices: [fake.endpoint] });
+  return { fx, fake };
+}
+
+async function assertOthersUnaffected(fx: PlaneDeployment): Promise<void> {
+  assert.equal((await fx.send(await hmacTokenRequest(tokenBody()))).status, 200);
+}
+
+test('REG-00 (control) a fake service with a consistent document is accepted', async () => {
+  const { fx, fake } = await withFake(await discoveryDocumentOf(FAKE));
+  const response = await fx.send(await hmacTokenRequest(fakeRequest));
+  assert.equal(response.status, 200);
+  assert.deepEqual(fake.received, ['/.well-known/svc/service.json']);
+});
+
+test('REG-01 a discovery id other than the endpoint id is not accepted', async () => {
+  for (const claimed of ['svc-imposter', 'svc-a']) {
+    const document = { ...(await discoveryDocumentOf(claimed)) };
+    const { fx } = await withFake(document);
+    const response = await fx.send(await hmacTokenRequest(fakeRequest));
+    assert.equal(response.status, 403, claimed);
+    assert.equal(response.body.reason, 'unknown_target', claimed);
+    assert.equal(response.body.token, undefined);
+    using session = fx.plane.abilitySession({
+      abilityId: `${claimed}.echo`,
+      targetServiceId: FAKE,
+      scopes: [`${FAKE}.read`],
+    });
+    await assertRefusal(session.whoami({}), { status: 403, reason: 'unknown_target' });
+    await assertOthersUnaffected(fx);
+  }
+});
+
+test('REG-02 a capabilities.serviceId other than the endpoint id is not accepted', async () => {
+  const base = await discoveryDocumentOf(FAKE);
+  const { fx } = await withFake({
+    ...base,
+    capabilities: { serviceId: 'svc-imposter', scopes: { [`${FAKE}.read`]: {} } },
+  });
+  const response = await fx.send(await hmacTokenRequest(fakeRequest));
+  assert.equal(response.status, 403);
+  assert.equal(response.body.reason, 'unknown_target');
+  await assertOthersUnaffected(fx);
+  const consistent = await withFake({
+    ...base,
+    capabilities: { serviceId: FAKE, scopes: { [`${FAKE}.read`]: {} } },
+  });
+  assert.equal((await consistent.fx.send(await hmacTokenRequest(fakeRequest))).status, 200);
+});
+
+test('REG-03 a REST path variable that is not a top-level input field rejects the document', async () => {
+  const base = await discoveryDocumentOf(FAKE) as {
+    abilities: { methods: Record<string, Record<string, unknown>> }[];
+  };
+  const document = structuredClone(base);
+  document.abilities[0].methods.whoami.rest = { method: 'get', path: '/items/{nope}', status: 200 };
+  const { fx } = await withFake(document);
+  const response = await fx.send(await hmacTokenRequest(fakeRequest));
+  assert.equal(response.status, 500);
+  assert.equal(response.body.reason, 'target_discovery_rejected');
+  assert.equal(response.body.token, undefined);
+  const [event] = fx.eventsNamed('svc.catalog.target_failed');
+  assert.equal(event.target, FAKE);
+  assert.match(String(event.detail), /nope/);
+  await assertOthersUnaffected(fx);
+  // The same document with a path that names no variable is accepted.
+  const fixed = structuredClone(base);
+  fixed.abilities[0].methods.whoami.rest = { method: 'get', path: '/items', status: 200 };
+  const control = await withFake(fixed);
+  assert.equal((await control.fx.send(await hmacTokenRequest(fakeRequest))).status, 200);
+});
+
+test('REG-04 a streaming method offered over HTTP-batch only refuses the service at setup', () => {
+  assert.throws(
+    () =>
+      createService({
+        id: 'svc-stream',
+        title: 'Streaming over batch',
+        version: '1.0.0',
+        auth: { jwks: { keys: [] }, issuer: ISS },
+        abilities: [
+          defineAbility({
+            id: 'svc-stream.ticks',
+            rpc: { transports: ['http-batch'] },
+            methods: {
+              ticks: abilityMethod({
+                input: z.object({ n: z.number() }),
+                output: z.object({ i: z.number() }),
+                stream: true,
+              }),
+            },
+            handler: () => ({
+              async *ticks() {
+                yield { i: 0 };
+              },
+            }),
+          }),
+        ],
+        logger: false,
+      }),
+    (error: unknown) => error instanceof SvcConfigurationError && /stream/i.test(error.message),
+  );
+});
+
+test('REG-05 catalogs are byte-identical for every caller', {
+  skip: 'needs the OpenAPI and MCP front doors (GET /openapi.json, MCP tools/list), not built yet',
+}, () => {});

@@ -1,0 +1,47 @@
+// Security checklist A9 (access class) at the plane, through `plane.abilitySession` as the
+// in-process stand-in for the broker until the broker and REST front doors exist: the catalog
+// decides a service-only ability before anything is minted or sent.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { assertRefusal, createPlaneDeployment, decodeJws } from './plane-fixture.ts';
+
+type Report = { identity: Record<string, unknown> };
+
+test('ACC-03 (in-process) a user caller is refused a service-only ability from the catalog', async () => {
+  const fx = await createPlaneDeployment({ countSigningKeyLookups: true });
+  using session = fx.plane.abilitySession({
+    abilityId: 'svc-a.internal',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.internal'],
+    caller: { id: 'bob', kind: 'user' },
+  });
+  await assertRefusal(session.whoami({}), {
+    code: 'capability_auth',
+    status: 403,
+    retryable: false,
+    reason: 'access_class_mismatch',
+  });
+  assert.equal(fx.counters.signingKeyLookups, 0, 'no token was minted');
+  assert.equal(fx.rpcRequests('svc-a').length, 0, 'svc-a received no RPC request');
+  assert.equal(fx.count('factories', 'svc-a.internal'), 0);
+});
+
+test('ACC-06 (in-process) a service caller reaches the service-only ability', async () => {
+  const fx = await createPlaneDeployment();
+  using session = fx.plane.abilitySession({
+    abilityId: 'svc-a.internal',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.internal'],
+    caller: { id: 'svc-robot', kind: 'service' },
+  });
+  const { identity } = await session.whoami({}) as Report;
+  assert.equal(identity.callerAccess, 'service');
+  assert.equal(identity.serviceId, 'svc-robot');
+  assert.equal('subject' in identity, false);
+  const [token] = fx.tokensAt('svc-a');
+  const { claims } = decodeJws(token);
+  assert.equal(claims.spa, 'service');
+  assert.equal(claims.sub, 'svc-robot');
+  for (const name of ['act', 'spk', 'spo']) assert.equal(name in claims, false, name);
+  assert.equal(fx.count('calls', 'svc-a.internal#whoami'), 1);
+});
