@@ -9,8 +9,13 @@ export type RoundRunner = (count: number) => Promise<void>;
 
 /** Options of {@link compareThroughput}. */
 export interface CompareOptions {
-  /** Operations per round (each side). */
-  opsPerRound: number;
+  /**
+   * Operations per round to start from (each side; default 16). Rounds grow until one lasts
+   * long enough to time reliably, up to `maxOpsPerRound`.
+   */
+  opsPerRound?: number;
+  /** Upper bound on operations per round (e.g. the size of a pool of unseen inputs). */
+  maxOpsPerRound?: number;
   /** Total measured time per side, in milliseconds (default 1000). */
   budgetMs?: number;
   /** Warm-up time per side before measuring, in milliseconds (default 200). */
@@ -19,17 +24,54 @@ export interface CompareOptions {
   beforeOursRound?: () => void | Promise<void>;
 }
 
-/** Operations per second of each side. */
+/** Operations per second of each side, and the ratio ours / primitive. */
 export interface Throughput {
   ours: number;
   primitive: number;
+  /**
+   * Median over adjacent round pairs of ours / primitive: a load spike on a shared machine
+   * skews one pair, not the result.
+   */
+  ratio: number;
 }
+
+// Rounds shorter than this are dominated by timer resolution (some runtimes coarsen
+// performance.now() to a millisecond or more).
+const MIN_ROUND_MS = 20;
+// Never let a benchmark run away, whatever the clock does.
+const MAX_WALL_MS = 15_000;
 
 async function timedRound(run: RoundRunner, count: number, before?: () => void | Promise<void>) {
   await before?.();
   const started = performance.now();
   await run(count);
   return performance.now() - started;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** Doubles the round size until a round lasts MIN_ROUND_MS, warming the side up meanwhile. */
+async function calibrate(
+  run: RoundRunner,
+  options: CompareOptions,
+  before?: () => void | Promise<void>,
+): Promise<number> {
+  const max = options.maxOpsPerRound ?? Number.MAX_SAFE_INTEGER;
+  let count = Math.min(options.opsPerRound ?? 16, max);
+  let spent = 0;
+  for (;;) {
+    const elapsed = await timedRound(run, count, before);
+    spent += elapsed;
+    if (elapsed < MIN_ROUND_MS && count < max) {
+      count = Math.min(count * 2, max);
+      continue;
+    }
+    if (spent >= (options.warmupMs ?? 200)) return count;
+  }
 }
 
 /**
@@ -39,30 +81,35 @@ async function timedRound(run: RoundRunner, count: number, before?: () => void |
 export async function compareThroughput(
   ours: RoundRunner,
   primitive: RoundRunner,
-  options: CompareOptions,
+  options: CompareOptions = {},
 ): Promise<Throughput> {
-  const { opsPerRound, budgetMs = 1000, warmupMs = 200, beforeOursRound } = options;
-  let warmed = 0;
-  while (warmed < warmupMs) {
-    warmed += await timedRound(ours, opsPerRound, beforeOursRound);
-    warmed += await timedRound(primitive, opsPerRound);
-  }
+  const { budgetMs = 1000, beforeOursRound } = options;
+  const oursCount = await calibrate(ours, options, beforeOursRound);
+  const primitiveCount = await calibrate(primitive, options);
   let oursMs = 0;
   let primitiveMs = 0;
-  let rounds = 0;
-  while (oursMs < budgetMs || primitiveMs < budgetMs) {
+  const pairRatios: number[] = [];
+  const started = performance.now();
+  while (
+    (oursMs < budgetMs || primitiveMs < budgetMs) && performance.now() - started < MAX_WALL_MS
+  ) {
     // Alternate which side goes first so neither always runs on a freshly collected heap.
-    if (rounds % 2 === 0) {
-      oursMs += await timedRound(ours, opsPerRound, beforeOursRound);
-      primitiveMs += await timedRound(primitive, opsPerRound);
+    let oursRound: number;
+    let primitiveRound: number;
+    if (pairRatios.length % 2 === 0) {
+      oursRound = await timedRound(ours, oursCount, beforeOursRound);
+      primitiveRound = await timedRound(primitive, primitiveCount);
     } else {
-      primitiveMs += await timedRound(primitive, opsPerRound);
-      oursMs += await timedRound(ours, opsPerRound, beforeOursRound);
+      primitiveRound = await timedRound(primitive, primitiveCount);
+      oursRound = await timedRound(ours, oursCount, beforeOursRound);
     }
-    rounds++;
+    oursMs += oursRound;
+    primitiveMs += primitiveRound;
+    pairRatios.push((oursCount / oursRound) / (primitiveCount / primitiveRound));
   }
   return {
-    ours: (rounds * opsPerRound * 1000) / oursMs,
-    primitive: (rounds * opsPerRound * 1000) / primitiveMs,
+    ours: (pairRatios.length * oursCount * 1000) / oursMs,
+    primitive: (pairRatios.length * primitiveCount * 1000) / primitiveMs,
+    ratio: median(pairRatios),
   };
 }
