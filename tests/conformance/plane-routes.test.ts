@@ -54,7 +54,7 @@ test('Control-plane routes: the token endpoint answers the documented response b
   assert.ok((claims.iat as number) >= before - 1);
 });
 
-test('Control-plane routes: the token request takes abilityId and ttlSeconds', async () => {
+test('Control-plane routes: the token request states the caller and takes abilityId and ttlSeconds', async () => {
   const fx = await createPlaneDeployment();
   const short = await fx.send(await hmacTokenRequest(tokenBody({ ttlSeconds: 30 })));
   const { claims } = decodeJws(short.body.token);
@@ -70,6 +70,11 @@ test('Control-plane routes: the token request takes abilityId and ttlSeconds', a
   assert.equal(unknown.body.reason, 'unknown_ability');
   const invalid = await fx.send(await hmacTokenRequest(tokenBody({ ttlSeconds: -5 })));
   assert.equal(invalid.status, 400);
+  const otherCaller = await fx.send(
+    await hmacTokenRequest(tokenBody({ callerServiceId: 'svc-jwk' })),
+  );
+  assert.equal(otherCaller.status, 403, 'callerServiceId must be the authenticated caller');
+  assert.equal(otherCaller.body.reason, 'caller_mismatch');
 });
 
 test('Control-plane routes: every token endpoint answer carries no-store and Pragma', async () => {
