@@ -1,0 +1,281 @@
+// Contract: Limits rule 3 (deadline semantics), over HTTP-batch and WebSocket.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { z } from 'zod';
+import { DEFAULT_ABILITY_TIMEOUT_MS } from '../../src/core/deadline.ts';
+import { defineAbility } from '../../src/service/ability.ts';
+import { abilityMethod } from '../../src/service/method.ts';
+import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
+
+const TIMEOUT = { code: 'timeout', status: 504, retryable: true } as const;
+const anyObject = z.record(z.string(), z.unknown());
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Observation {
+  remainingAtStart?: number;
+  remainingAfterAbort?: number;
+  aborted?: boolean;
+  finished?: boolean;
+}
+
+/**
+ * svc-c.timed: `sleep` ignores its signal (and records what it saw), `wait` returns when the
+ * signal aborts, `relay` forwards what is left of its budget to svc-a, `ticks` streams.
+ */
+function deployTimed(fx: Fixture, options: { methodMs?: number } = {}) {
+  const seen: Observation[] = [];
+  fx.deploy('svc-c', [
+    defineAbility({
+      id: 'svc-c.timed',
+      rpc: { transports: ['http-batch', 'websocket'] },
+      methods: {
+        sleep: abilityMethod({ input: z.object({ ms: z.number() }), output: anyObject }),
+        wait: abilityMethod({ input: anyObject, output: anyObject }),
+        relay: abilityMethod({ input: z.object({ pauseMs: z.number() }), output: anyObject }),
+        remaining: abilityMethod({ input: anyObject, output: anyObject }),
+        capped: abilityMethod({ input: anyObject, output: anyObject, timeoutMs: 100 }),
+        ticks: abilityMethod({ input: anyObject, output: anyObject, stream: true }),
+      },
+      handler: ({ signal, remainingTimeoutMs }) => ({
+        async sleep({ ms }: { ms: number }) {
+          const observation: Observation = { remainingAtStart: remainingTimeoutMs() };
+          seen.push(observation);
+          await delay(ms);
+          observation.aborted = signal.aborted;
+          observation.finished = true;
+          return {};
+        },
+        async wait() {
+          const observation: Observation = {};
+          seen.push(observation);
+          await new Promise((resolve) => signal.addEventListener('abort', resolve));
+          observation.remainingAfterAbort = remainingTimeoutMs();
+          return {};
+        },
+        async relay({ pauseMs }: { pauseMs: number }) {
+          const mine = remainingTimeoutMs();
+          await delay(pauseMs);
+          using downstream = fx.session('svc-a.echo', { timeoutMs: remainingTimeoutMs() });
+          const report = (await downstream.whoami({})) as { remainingTimeoutMs: number };
+          return { mine, downstream: report.remainingTimeoutMs };
+        },
+        remaining: () => ({ remaining: remainingTimeoutMs() ?? null }),
+        capped: async () => (await delay(1000), {}),
+        ticks() {
+          return [0, 1, 2, 3].map((i) => ({ i, remaining: remainingTimeoutMs() ?? null }));
+        },
+      }),
+    }),
+  ], options.methodMs === undefined ? {} : { timeout: { methodMs: options.methodMs } });
+  return { seen, token: fx.tokenFor('svc-c', []) };
+}
+
+interface TimedApi {
+  sleep(input: { ms: number }): Promise<unknown>;
+  wait(input: object): Promise<unknown>;
+  relay(input: { pauseMs: number }): Promise<{ mine: number; downstream: number }>;
+  remaining(input: object): Promise<{ remaining: number | null }>;
+  capped(input: object): Promise<unknown>;
+  ticks(input: object): Promise<ReadableStream<{ i: number; remaining: number | null }>>;
+}
+
+test('Limits r3: the budget is relative milliseconds, forwarded as what is left', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx);
+  const batch = fx.httpBatch('svc-c');
+  using overBatch = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    timeoutMs: 5000,
+    transport: batch.transport,
+  });
+  const { remaining } = await overBatch.remaining({});
+  const sent = Number(batch.exchanges[0].request.headers.get('x-svc-timeout'));
+  assert.ok(Number.isInteger(sent) && sent > 4000 && sent <= 5000, String(sent));
+  assert.ok(remaining !== null && remaining <= sent && remaining > 3900, String(remaining));
+  const socket = fx.webSocket('svc-c.timed');
+  using overSocket = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    timeoutMs: 5000,
+    transport: socket.transport,
+  });
+  await overSocket.remaining({});
+  const query = Number(new URL(socket.sockets.urls[0]).searchParams.get('timeout'));
+  assert.ok(Number.isInteger(query) && query > 4000 && query <= 5000, String(query));
+});
+
+test('Limits r3: each hop measures on its own clock and forwards what is left', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx);
+  using session = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 3000 });
+  const { mine, downstream } = await session.relay({ pauseMs: 120 });
+  assert.ok(mine <= 3000 && mine > 2500, `svc-c had ${mine}`);
+  assert.ok(downstream <= mine - 100, `svc-a got ${downstream} of ${mine}`);
+});
+
+test('Limits r3: remainingTimeoutMs() is 0 once the budget is gone; the handler signal aborts', async () => {
+  const fx = await createFixture();
+  const { seen, token } = deployTimed(fx);
+  const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': '80' } });
+  using session = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    transport: batch.transport,
+  });
+  await assertRefusal(session.wait({}), TIMEOUT);
+  assert.deepEqual(seen, [{ remainingAfterAbort: 0 }]);
+});
+
+test('Limits r3: a session opened with timeoutMs 0 fails every call immediately', async () => {
+  const fx = await createFixture();
+  const batch = fx.httpBatch('svc-a');
+  using session = fx.session('svc-a.echo', { timeoutMs: 0, transport: batch.transport });
+  await assertRefusal(session.whoami({}), TIMEOUT);
+  await assertRefusal(session.whoami({}), TIMEOUT);
+  assert.equal(batch.exchanges.length, 0);
+  assert.equal(fx.count('factories', 'svc-a.echo'), 0);
+});
+
+test('Limits r3: a caller timeout ends the wait but does not cancel the peer', async () => {
+  const fx = await createFixture();
+  const { seen, token } = deployTimed(fx);
+  // A peer that receives no budget (it is stripped on the way) keeps running: nothing cancels it.
+  const sockets = memoryWebSocketFactory((request, env) =>
+    fx.services['svc-c'].fetch(request, env)
+  );
+  const transport = websocketRpc('wss://svc-c.fixture.test/rpc/svc-c.timed', {
+    createWebSocket: (url) => {
+      const stripped = new URL(url);
+      stripped.searchParams.delete('timeout');
+      return sockets.createWebSocket(stripped.href);
+    },
+  });
+  using session = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    timeoutMs: 100,
+    transport,
+  });
+  const started = Date.now();
+  const error = await assertRefusal(session.sleep({ ms: 600 }), TIMEOUT);
+  const waited = Date.now() - started;
+  assert.equal(error.name, 'SvcTimeoutError');
+  assert.ok(waited >= 300 && waited < 600, `waited ${waited} ms (budget plus grace)`);
+  assert.equal(seen[0].finished, undefined);
+  // The handler runs to its end on its own schedule.
+  for (let i = 0; i < 60 && seen[0].finished !== true; i++) await delay(50);
+  assert.equal(seen[0].finished, true);
+  assert.equal(seen[0].aborted, false);
+});
+
+test('Limits r3: the wrapper fails a method that outlives the deadline and aborts its signal', async () => {
+  const fx = await createFixture();
+  const { seen, token } = deployTimed(fx);
+  const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': '100' } });
+  using session = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    transport: batch.transport,
+  });
+  const started = Date.now();
+  await assertRefusal(session.sleep({ ms: 300 }), TIMEOUT);
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 90 && elapsed < 300, `failed after ${elapsed} ms`);
+  for (let i = 0; i < 60 && seen[0].finished !== true; i++) await delay(50);
+  assert.equal(seen[0].finished, true);
+  assert.equal(seen[0].aborted, true);
+});
+
+test('Limits r3: a deadline fails a method, not the session', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx);
+  const socket = fx.webSocket('svc-c.timed');
+  using overSocket = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    transport: socket.transport,
+  });
+  await assertRefusal(overSocket.capped({}), TIMEOUT);
+  // The next call on the same socket runs, under a fresh method ceiling.
+  const { remaining } = await overSocket.remaining({});
+  assert.ok(
+    remaining !== null && remaining > DEFAULT_ABILITY_TIMEOUT_MS - 1000 &&
+      remaining <= DEFAULT_ABILITY_TIMEOUT_MS,
+    String(remaining),
+  );
+  assert.equal(socket.sockets.urls.length, 1);
+  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 150 });
+  await assertRefusal(overBatch.sleep({ ms: 400 }), TIMEOUT);
+  const after = await overBatch.remaining({});
+  assert.ok(after.remaining !== null && after.remaining > 100, JSON.stringify(after));
+});
+
+test('Limits r3: a deadline does not bound a stream or its consumption', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx);
+  const socket = fx.webSocket('svc-c.timed', { query: { timeout: '150' } });
+  using session = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    transport: socket.transport,
+  });
+  const reader = (await session.ticks({})).getReader();
+  const items: number[] = [];
+  for (;;) {
+    await delay(60);
+    const { done, value } = await reader.read();
+    if (done) break;
+    items.push(value.i);
+  }
+  assert.deepEqual(items, [0, 1, 2, 3]);
+});
+
+test('Limits r3: over HTTP-batch the budget is per call, over WebSocket fixed at open', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx);
+  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 300 });
+  await overBatch.sleep({ ms: 200 });
+  await overBatch.sleep({ ms: 200 });
+  const socket = fx.webSocket('svc-c.timed');
+  using overSocket = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    timeoutMs: 300,
+    transport: socket.transport,
+  });
+  await overSocket.sleep({ ms: 200 });
+  await assertRefusal(overSocket.sleep({ ms: 200 }), TIMEOUT);
+});
+
+test('Limits r3: honoured from any caller without ingress, never an authorization input', async () => {
+  const fx = await createFixture();
+  assert.equal(fx.services['svc-a'].discovery().ingress, undefined);
+  const batch = fx.httpBatch('svc-a', { headers: { 'X-Svc-Timeout': '50' } });
+  using plain = fx.session('svc-a.echo', { transport: batch.transport });
+  await assertRefusal(plain.sleep({ ms: 400 }), TIMEOUT);
+  const generous = fx.httpBatch('svc-a', { headers: { 'X-Svc-Timeout': '600000' } });
+  using forged = fx.session('svc-a.echo', { token: 'x.y.z', transport: generous.transport });
+  await assertRefusal(forged.whoami({}), { code: 'capability_auth', status: 401 });
+});
+
+test('Limits r3: whichever of the service ceiling and the caller budget expires first wins', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx, { methodMs: 150 });
+  const timed = async (budget: string) => {
+    const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': budget } });
+    using session = fx.session<TimedApi>('svc-c.timed', {
+      token: await token,
+      transport: batch.transport,
+    });
+    const started = Date.now();
+    await assertRefusal(session.sleep({ ms: 1000 }), TIMEOUT);
+    return Date.now() - started;
+  };
+  const ceiling = await timed('5000');
+  assert.ok(ceiling >= 140 && ceiling < 800, `ceiling: ${ceiling} ms`);
+  const budget = await timed('60');
+  assert.ok(budget >= 55 && budget < 140, `budget: ${budget} ms`);
+  // Streams are never bounded by a ceiling: without a caller budget they see none.
+  const socket = fx.webSocket('svc-c.timed');
+  using session = fx.session<TimedApi>('svc-c.timed', {
+    token: await token,
+    transport: socket.transport,
+  });
+  const first = await (await session.ticks({})).getReader().read();
+  assert.equal(first.value?.remaining, null);
+});
