@@ -59,9 +59,10 @@ function deployStreams(fx: Fixture) {
         },
         async *batches({ poison }: { poison: boolean }) {
           for (let batch = 0; batch < 5; batch++) {
-            const items: unknown[] = [];
+            const items: { i: number }[] = [];
             for (let i = 0; i < 100; i++) items.push({ i: batch * 100 + i });
-            if (poison && batch === 2) items[50] = { i: 'not a number' };
+            // A hostile handler bug: one element breaks the declared item type.
+            if (poison && batch === 2) items[50] = { i: 'not a number' as unknown as number };
             yield items;
           }
         },
