@@ -1,0 +1,198 @@
+// Contract: Events (service side). Each structured event is one object with `event`, `level` and
+// `requestId`; the logger option decides where it goes; middleware can read a request's events.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Context } from 'hono';
+import type { SvcLogEvent } from '../../src/core/logging.ts';
+import { svcLogEvents } from '../../src/service/log-events.ts';
+import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { createFixture, type Fixture } from './fixture.ts';
+import { echoAbility } from './fixture-abilities.ts';
+
+const DISCOVERY = 'https://svc-a.fixture.test/.well-known/svc/service.json';
+
+/** Replaces console.log/error while `run` runs and returns every line written. */
+async function capturingConsole(run: () => Promise<void>): Promise<string[]> {
+  const lines: string[] = [];
+  const { log, error } = console;
+  console.log = (...args: unknown[]) => void lines.push(args.map(String).join(' '));
+  console.error = (...args: unknown[]) => void lines.push(args.map(String).join(' '));
+  try {
+    await run();
+  } finally {
+    console.log = log;
+    console.error = error;
+  }
+  return lines;
+}
+
+function named(fx: Fixture, name: string): SvcLogEvent[] {
+  return fx.events.filter((event) => event.event === name);
+}
+
+test('Events: svc.discovery.served when the discovery document is served', async () => {
+  const fx = await createFixture();
+  const response = await fx.services['svc-a'].fetch(
+    new Request(DISCOVERY, { headers: { 'X-Request-Id': 'req-discovery' } }),
+  );
+  assert.equal(response.status, 200);
+  assert.deepEqual(named(fx, 'svc.discovery.served'), [
+    { event: 'svc.discovery.served', level: 'info', requestId: 'req-discovery' },
+  ]);
+});
+
+test('Events: svc.request.completed for each request, with event, level and requestId', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo', { requestId: 'req-completed' });
+  await session.whoami({});
+  const completed = named(fx, 'svc.request.completed').filter((event) =>
+    event.path === '/rpc/svc-a.echo'
+  );
+  assert.equal(completed.length, 1);
+  assert.equal(completed[0].level, 'info');
+  assert.equal(completed[0].requestId, 'req-completed');
+  assert.equal(completed[0].status, 200);
+  assert.equal(completed[0].method, 'POST');
+});
+
+test('Events: svc.request.failed when a request fails', async () => {
+  const fx = await createFixture();
+  const service = fx.deploy('svc-a', [echoAbility(fx.stats)], {
+    middleware: async (c, next) => {
+      if (c.req.header('x-break') === 'yes') throw new Error('policy layer broke');
+      await next();
+    },
+  });
+  const response = await service.fetch(
+    new Request(DISCOVERY, { headers: { 'X-Break': 'yes', 'X-Request-Id': 'req-failed' } }),
+  );
+  assert.equal(response.status, 500);
+  assert.equal((await response.text()).includes('policy layer broke'), false);
+  const failed = named(fx, 'svc.request.failed');
+  assert.equal(failed.length, 1);
+  assert.equal(failed[0].level, 'error');
+  assert.equal(failed[0].requestId, 'req-failed');
+  assert.equal(failed[0].status, 500);
+  assert.equal(named(fx, 'svc.request.completed').length, 0);
+});
+
+test('Events: svc.request.failed is not emitted for a handler failure (200 batch)', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo');
+  await assert.rejects(session.fail({ kind: 'error' }));
+  assert.equal(named(fx, 'svc.request.failed').length, 0);
+  const completed = named(fx, 'svc.request.completed').filter((event) =>
+    event.path === '/rpc/svc-a.echo'
+  );
+  assert.deepEqual(completed.map((event) => event.status), [200]);
+  assert.equal(named(fx, 'svc.ability.handler_failed').length, 1);
+});
+
+test('Events: svc.ability.handler_failed carries the original error name and message', async () => {
+  const fx = await createFixture();
+  using session = fx.session('svc-a.echo', { requestId: 'req-handler' });
+  await assert.rejects(session.fail({ kind: 'aggregate' }));
+  await assert.rejects(session.fail({ kind: 'string' }));
+  const [aggregate, thrownString] = named(fx, 'svc.ability.handler_failed');
+  assert.equal(aggregate.level, 'error');
+  assert.equal(aggregate.requestId, 'req-handler');
+  assert.equal(aggregate.ability, 'svc-a.echo');
+  assert.equal(aggregate.method, 'fail');
+  assert.deepEqual(aggregate.error, {
+    name: 'AggregateError',
+    message: `${fx.stats.marker} postgres://u:p@db`,
+  });
+  assert.equal((thrownString.error as { message: string }).message.includes(fx.stats.marker), true);
+  // The replacement itself is shaped: shaped failures are never logged as handler failures.
+  await assert.rejects(session.failShaped({ status: 409, reason: 'conflict' }));
+  assert.equal(named(fx, 'svc.ability.handler_failed').length, 2);
+});
+
+test('Events r1: the log callback runs once per event with the request context; default is JSON lines', async () => {
+  const fx = await createFixture();
+  const received: { event: SvcLogEvent; context: unknown }[] = [];
+  const logged = fx.deploy('svc-a', [echoAbility(fx.stats)], {
+    logger: { log: (event, context) => void received.push({ event, context }) },
+  });
+  await logged.fetch(new Request(DISCOVERY));
+  assert.deepEqual(received.map((entry) => entry.event.event), [
+    'svc.discovery.served',
+    'svc.request.completed',
+  ]);
+  const context = received[0].context as Context;
+  assert.equal(new URL(context.req.url).pathname, '/.well-known/svc/service.json');
+  assert.equal(received[1].context, received[0].context);
+
+  const lines = await capturingConsole(async () => {
+    const defaulted = fx.deploy('svc-a', [echoAbility(fx.stats)], { logger: undefined });
+    await defaulted.fetch(new Request(DISCOVERY, { headers: { 'X-Request-Id': 'req-json' } }));
+  });
+  const events = lines.map((line) => JSON.parse(line) as SvcLogEvent);
+  assert.deepEqual(events.map((event) => [event.event, event.level, event.requestId]), [
+    ['svc.discovery.served', 'info', 'req-json'],
+    ['svc.request.completed', 'info', 'req-json'],
+  ]);
+});
+
+test('Events r2: logger false disables request logging', async () => {
+  const fx = await createFixture();
+  const silent = fx.deploy('svc-a', [echoAbility(fx.stats)], { logger: false });
+  const lines = await capturingConsole(async () => {
+    await silent.fetch(new Request(DISCOVERY));
+    using session = fx.session('svc-a.echo');
+    await session.whoami({});
+    await assert.rejects(session.fail({ kind: 'error' }));
+  });
+  assert.deepEqual(lines, []);
+  assert.equal(fx.events.filter((event) => event.event.startsWith('svc.request')).length, 0);
+  // The request-id middleware stays on.
+  const response = await silent.fetch(new Request(DISCOVERY));
+  assert.ok((response.headers.get('x-request-id') ?? '').length > 0);
+});
+
+test('Events r2: requestId { generator } customizes ids; a propagated id is still adopted', async () => {
+  const fx = await createFixture();
+  let next = 0;
+  const service = fx.deploy('svc-a', [echoAbility(fx.stats)], {
+    requestId: { generator: () => `gen-${++next}` },
+  });
+  const response = await service.fetch(new Request(DISCOVERY));
+  assert.equal(response.headers.get('x-request-id'), 'gen-1');
+  // A fixed token, so the plane's own discovery requests do not draw ids in between.
+  const token = await fx.tokenFor('svc-a', ['svc-a.read']);
+  using session = fx.session('svc-a.echo', {
+    token,
+    transport: httpBatchRpc((request) => service.fetch(request)),
+  });
+  assert.equal(((await session.whoami({})) as { requestId: string }).requestId, 'gen-2');
+  using propagated = fx.session('svc-a.echo', { token, requestId: 'req-upstream' });
+  assert.equal(
+    ((await propagated.whoami({})) as { requestId: string }).requestId,
+    'req-upstream',
+  );
+  assert.deepEqual(
+    named(fx, 'svc.request.completed').map((event) => event.requestId),
+    ['gen-1', 'gen-2', 'req-upstream'],
+  );
+  // A generated id that could not be echoed safely is replaced, not used.
+  const unsafe = fx.deploy('svc-a', [echoAbility(fx.stats)], {
+    requestId: { generator: () => 'bad\r\nid' },
+  });
+  const echoed = (await unsafe.fetch(new Request(DISCOVERY))).headers.get('x-request-id') ?? '';
+  assert.match(echoed, /^[\x21-\x7e]+$/);
+});
+
+test('Events r3: middleware reads the request events after next() with svcLogEvents(c)', async () => {
+  const fx = await createFixture();
+  const seen: string[][] = [];
+  fx.deploy('svc-a', [echoAbility(fx.stats)], {
+    middleware: async (c, next) => {
+      await next();
+      seen.push(svcLogEvents(c).map((event) => event.event));
+    },
+  });
+  await fx.services['svc-a'].fetch(new Request(DISCOVERY));
+  using session = fx.session('svc-a.echo', { token: await fx.tokenFor('svc-a', []) });
+  await assert.rejects(session.fail({ kind: 'error' }));
+  assert.deepEqual(seen, [['svc.discovery.served'], ['svc.ability.handler_failed']]);
+});
