@@ -45,3 +45,12 @@ export {
   DEFAULT_STALE_WHILE_REVALIDATE_SECONDS,
   type HttpCacheOption,
 } from './http-cache.ts';
+export {
+  CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS,
+  CAPABILITY_TOKEN_TYP,
+  type CapabilityKeySet,
+  capabilityKeyThumbprint,
+  type CapabilityTokenClaims,
+  type VerifiedCapabilityToken,
+  verifyCapabilityToken,
+} from './capability-token.ts';
