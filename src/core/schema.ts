@@ -80,6 +80,64 @@ function toIssues(raw: unknown): ValidationIssue[] | undefined {
 /** Which side of a method a value is validated for; decides the status of a failure. */
 export type ValidationSide = 'input' | 'output';
 
+function brokenContract(side: ValidationSide, label: string, what: string): AbilityValidationError {
+  return new AbilityValidationError(`${label}: the ${side} schema ${what}`, {
+    status: side === 'input' ? 422 : 500,
+    reason: 'schema_contract_broken',
+  });
+}
+
+/** Reads a settled Standard Schema result: the value, or the refusal it stands for. */
+function readValidationResult<T>(result: unknown, side: ValidationSide, label: string): T {
+  if (result !== null && typeof result === 'object') {
+    const issuesField = (result as { issues?: unknown }).issues;
+    if (issuesField) {
+      const issues = toIssues(issuesField);
+      if (issues === undefined || issues.length === 0) {
+        throw brokenContract(side, label, 'returned malformed issues');
+      }
+      throw new AbilityValidationError(`${label}: invalid ${side}`, {
+        status: side === 'input' ? 422 : 500,
+        issues,
+      });
+    }
+    if ('value' in result) return (result as { value: T }).value;
+  }
+  throw brokenContract(side, label, 'returned neither a value nor issues');
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && typeof value === 'object' &&
+    typeof (value as { then?: unknown }).then === 'function';
+}
+
+/**
+ * Validates a value like {@link validateWithSchema}, but synchronously when the schema answers
+ * synchronously (most do): the value itself, or a thrown `AbilityValidationError`. Only a schema
+ * that answers with a promise yields a promise. This keeps the per-call path free of promise
+ * hops for the common case.
+ */
+export function validateWithSchemaNow<S extends SvcSchema>(
+  schema: S,
+  value: unknown,
+  side: ValidationSide,
+  label: string,
+): SchemaOutput<S> | Promise<SchemaOutput<S>> {
+  let result: unknown;
+  try {
+    result = schema['~standard'].validate(value);
+  } catch {
+    throw brokenContract(side, label, 'failed while validating');
+  }
+  if (!isThenable(result)) return readValidationResult(result, side, label);
+  return Promise.resolve(result).then(
+    (settled) => readValidationResult(settled, side, label),
+    () => {
+      throw brokenContract(side, label, 'failed while validating');
+    },
+  );
+}
+
 /**
  * Validates a value and returns the schema's output value, or throws `AbilityValidationError`:
  * 422 for input, 500 for output. A schema that throws, or returns neither a value nor issues,
@@ -91,34 +149,7 @@ export async function validateWithSchema<S extends SvcSchema>(
   side: ValidationSide,
   label: string,
 ): Promise<SchemaOutput<S>> {
-  const status = side === 'input' ? 422 : 500;
-  let result: unknown;
-  try {
-    result = await schema['~standard'].validate(value);
-  } catch {
-    throw new AbilityValidationError(`${label}: the ${side} schema failed while validating`, {
-      status,
-      reason: 'schema_contract_broken',
-    });
-  }
-  if (result !== null && typeof result === 'object') {
-    const issuesField = (result as { issues?: unknown }).issues;
-    if (issuesField) {
-      const issues = toIssues(issuesField);
-      if (issues === undefined || issues.length === 0) {
-        throw new AbilityValidationError(`${label}: the ${side} schema returned malformed issues`, {
-          status,
-          reason: 'schema_contract_broken',
-        });
-      }
-      throw new AbilityValidationError(`${label}: invalid ${side}`, { status, issues });
-    }
-    if ('value' in result) return (result as { value: SchemaOutput<S> }).value;
-  }
-  throw new AbilityValidationError(
-    `${label}: the ${side} schema returned neither a value nor issues`,
-    { status, reason: 'schema_contract_broken' },
-  );
+  return await validateWithSchemaNow(schema, value, side, label);
 }
 
 /**

@@ -178,6 +178,11 @@ class AbilitySessionCore {
     this.#options = options;
   }
 
+  /** Rejection handler of the direct path: after disposal, every failure is the disposal. */
+  readonly #asDisposalError = (error: unknown): never => {
+    throw this.#disposed ?? error;
+  };
+
   /** Calls one ability method, bounded by the caller budget and by disposal. */
   call(method: string, input: unknown): Promise<unknown> {
     if (this.#disposed !== undefined) return Promise.reject(this.#disposed);
@@ -190,6 +195,12 @@ class AbilitySessionCore {
       );
     }
     const budget = this.#options.timeoutMs;
+    if (budget === undefined && this.#session !== undefined) {
+      // The common case, kept free of per-call wrappers: an authenticated session transport and
+      // no budget. The call goes straight out; a disposal closes the session, which rejects the
+      // call, and the rejection is reported as the disposal.
+      return this.#session.ability[method](input).then(undefined, this.#asDisposalError);
+    }
     if (budget === 0) return Promise.reject(this.#timeoutError(method, budget));
     const startedAt = Date.now();
     return new Promise((resolve, reject) => {

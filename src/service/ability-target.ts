@@ -25,7 +25,7 @@ import {
 } from '../core/errors.ts';
 import type { VerifiedIdentity } from '../core/identity.ts';
 import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
-import { type SvcSchema, validateWithSchema } from '../core/schema.ts';
+import { type SvcSchema, validateWithSchemaNow } from '../core/schema.ts';
 import { type AbilityDefinition, type HandlerFactoryInput, isDefinedAbility } from './ability.ts';
 import { itemStream } from './item-stream.ts';
 import type { MethodDefinition } from './method.ts';
@@ -109,21 +109,42 @@ function singleInput(args: unknown[], label: string): unknown {
   return args[0];
 }
 
-async function validateOutput(schema: SvcSchema, value: unknown, label: string): Promise<unknown> {
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function';
+}
+
+/** An output-side refusal without the library's messages, which may quote the output. */
+function redactedOutputError(error: unknown): unknown {
+  if (!(error instanceof AbilityValidationError)) return error;
+  // Libraries quote offending values in messages (arktype: `(was "...")`); keep the paths.
+  return new AbilityValidationError(error.message, {
+    status: 500,
+    ...(error.reason !== undefined ? { reason: error.reason } : {}),
+    issues: error.issues.map((issue) => ({
+      message: REDACTED_OUTPUT_ISSUE,
+      ...(issue.path !== undefined ? { path: issue.path } : {}),
+    })),
+  });
+}
+
+/** Validates an output (or one streamed item): synchronously when the schema answers so. */
+function checkedOutput(schema: SvcSchema, value: unknown, label: string): unknown {
+  let result: unknown;
   try {
-    return await validateWithSchema(schema, value, 'output', label);
+    result = validateWithSchemaNow(schema, value, 'output', label);
   } catch (error) {
-    if (!(error instanceof AbilityValidationError)) throw error;
-    // Libraries quote offending values in messages (arktype: `(was "...")`); keep the paths.
-    throw new AbilityValidationError(error.message, {
-      status: 500,
-      ...(error.reason !== undefined ? { reason: error.reason } : {}),
-      issues: error.issues.map((issue) => ({
-        message: REDACTED_OUTPUT_ISSUE,
-        ...(issue.path !== undefined ? { path: issue.path } : {}),
-      })),
-    });
+    throw redactedOutputError(error);
   }
+  return isThenable(result)
+    ? Promise.resolve(result).catch((error: unknown) => {
+      throw redactedOutputError(error);
+    })
+    : result;
+}
+
+async function validateOutput(schema: SvcSchema, value: unknown, label: string): Promise<unknown> {
+  return await checkedOutput(schema, value, label);
 }
 
 /**
@@ -154,23 +175,94 @@ function callerFacingFailure(
   return opaqueHandlerFailure(methodName, error);
 }
 
+/**
+ * The abort side of a call, with the `AbortController` made only when a handler reads its
+ * `signal`: most handlers never do, and creating a controller is a measurable share of a call.
+ * An abort before the first read is remembered, so a late reader still gets an aborted signal.
+ */
+class LazyAbort {
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #reason: unknown;
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  get reason(): unknown {
+    return this.#reason;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
+}
+
+/**
+ * The factory input of one call. A class rather than an object literal: `signal` is an accessor
+ * (the controller is made on first read), and an accessor in a literal costs more per call than
+ * the rest of the object. Destructuring reads it like any member.
+ */
+class CallFactoryInput implements HandlerFactoryInput {
+  readonly context: unknown;
+  readonly identity: VerifiedIdentity;
+  readonly remainingTimeoutMs: () => number | undefined;
+  declare readonly connInfo?: ConnInfo;
+  declare readonly idempotencyKey?: string;
+  declare readonly requestId?: string;
+  readonly #abort: LazyAbort;
+
+  constructor(
+    call: AbilityCallContext,
+    abort: LazyAbort,
+    remainingTimeoutMs: () => number | undefined,
+  ) {
+    this.context = call.context;
+    this.identity = call.identity;
+    this.remainingTimeoutMs = remainingTimeoutMs;
+    this.#abort = abort;
+    const optional = this as { connInfo?: ConnInfo; idempotencyKey?: string; requestId?: string };
+    if (call.connInfo !== undefined) optional.connInfo = call.connInfo;
+    if (call.idempotencyKey !== undefined) optional.idempotencyKey = call.idempotencyKey;
+    if (call.requestId !== undefined) optional.requestId = call.requestId;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+}
+
+/** What every call of one declared method needs and never changes, computed once. */
+interface MethodPlan {
+  ability: AnyAbility;
+  methodName: string;
+  method: MethodDefinition;
+  /** `<abilityId>.<method>`, for messages. */
+  label: string;
+  /** The ability's scopes followed by the method's. */
+  requiredScopes: readonly string[];
+}
+
 /** Builds the handler object for one call and returns its implementation of the method. */
 function createHandler(
   ability: AnyAbility,
   methodName: string,
   call: AbilityCallContext,
-  signal: AbortSignal,
+  abort: LazyAbort,
   remainingTimeoutMs: () => number | undefined,
 ): { handler: object; implementation: (input: unknown) => unknown } {
-  const factoryInput: HandlerFactoryInput = {
-    context: call.context,
-    identity: call.identity,
-    ...(call.connInfo !== undefined ? { connInfo: call.connInfo } : {}),
-    signal,
-    remainingTimeoutMs,
-    ...(call.idempotencyKey !== undefined ? { idempotencyKey: call.idempotencyKey } : {}),
-    ...(call.requestId !== undefined ? { requestId: call.requestId } : {}),
-  };
+  const factoryInput = new CallFactoryInput(call, abort, remainingTimeoutMs);
   const handler: unknown = ability.handler(factoryInput);
   if (handler === null || (typeof handler !== 'object' && typeof handler !== 'function')) {
     throw new TypeError(`the handler factory of ${ability.id} did not return an object`);
@@ -194,13 +286,13 @@ function remainingUntil(endsAt: number | undefined): () => number | undefined {
 function withinDeadline<T>(
   work: Promise<T>,
   ms: number,
-  controller: AbortController,
+  abort: LazyAbort,
   label: string,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       const timeout = new SvcTimeoutError(`${label}: deadline exceeded`);
-      controller.abort(timeout);
+      abort.abort(timeout);
       reject(timeout);
     }, ms);
     work.then(
@@ -216,101 +308,146 @@ function withinDeadline<T>(
   });
 }
 
-async function runUnary(
-  ability: AnyAbility,
-  methodName: string,
+/** The unary budget of a call arriving now: the earlier of the method ceiling and the caller's. */
+function unaryBudgetMs(
   method: MethodDefinition,
   call: AbilityCallContext,
-  args: unknown[],
-  label: string,
-): Promise<unknown> {
-  const startedAt = Date.now();
-  const ceilingMs = effectiveMethodCeilingMs({
-    ...(method.timeoutMs !== undefined ? { methodTimeoutMs: method.timeoutMs } : {}),
-    ...(call.serviceMethodCeilingMs !== undefined
-      ? { serviceMethodMs: call.serviceMethodCeilingMs }
-      : {}),
-    stream: false,
-  });
+  startedAt: number,
+): number | undefined {
+  const ceilingMs = method.timeoutMs !== undefined
+    ? effectiveMethodCeilingMs({ methodTimeoutMs: method.timeoutMs })
+    : call.serviceMethodCeilingMs !== undefined
+    ? effectiveMethodCeilingMs({ serviceMethodMs: call.serviceMethodCeilingMs })
+    : effectiveMethodCeilingMs({});
   const callerBudgetMs = call.callerDeadlineEndsAt === undefined
     ? undefined
     : call.callerDeadlineEndsAt - startedAt;
-  const budgetMs = earliestBudgetMs(ceilingMs, callerBudgetMs);
-  const endsAt = budgetMs === undefined ? undefined : startedAt + budgetMs;
-  const controller = new AbortController();
-  const work = (async () => {
-    const input = await validateWithSchema(method.input, singleInput(args, label), 'input', label);
-    // The deadline passed while validating: the caller has its 504, no handler is created.
-    if (controller.signal.aborted) throw controller.signal.reason;
-    let output: unknown;
-    try {
-      const { handler, implementation } = createHandler(
-        ability,
-        methodName,
-        call,
-        controller.signal,
-        remainingUntil(endsAt),
-      );
-      output = await implementation.call(handler, input);
-    } catch (error) {
-      // After the deadline the caller already has its 504; what the aborted handler threw
-      // (typically an AbortError) reaches no one and is not a handler failure worth logging.
-      if (controller.signal.aborted) throw controller.signal.reason;
-      throw callerFacingFailure(error, ability, methodName, call);
-    }
-    return await validateOutput(method.output, output, label);
-  })();
-  return budgetMs === undefined
-    ? await work
-    : await withinDeadline(work, budgetMs, controller, label);
+  return earliestBudgetMs(ceilingMs, callerBudgetMs);
+}
+
+/** The deadline state of one unary call. */
+interface UnaryDeadline {
+  /** Epoch ms at which the call's budget runs out; `undefined` when unbounded. */
+  endsAt: number | undefined;
+  abort: LazyAbort;
+}
+
+/** The handler's failure as the caller sees it, unless the deadline already answered. */
+function handlerFailure(
+  error: unknown,
+  plan: MethodPlan,
+  call: AbilityCallContext,
+  deadline: UnaryDeadline,
+): unknown {
+  // After the deadline the caller already has its 504; what the aborted handler threw
+  // (typically an AbortError) reaches no one and is not a handler failure worth logging.
+  if (deadline.abort.aborted) return deadline.abort.reason;
+  return callerFacingFailure(error, plan.ability, plan.methodName, call);
+}
+
+/** Creates the handler, calls it and validates its output; synchronous while everything is. */
+function invokeHandler(
+  plan: MethodPlan,
+  call: AbilityCallContext,
+  deadline: UnaryDeadline,
+  input: unknown,
+): unknown {
+  // The deadline passed while validating: the caller has its 504, no handler is created.
+  if (deadline.abort.aborted) throw deadline.abort.reason;
+  let output: unknown;
+  try {
+    const { handler, implementation } = createHandler(
+      plan.ability,
+      plan.methodName,
+      call,
+      deadline.abort,
+      remainingUntil(deadline.endsAt),
+    );
+    output = implementation.call(handler, input);
+  } catch (error) {
+    throw handlerFailure(error, plan, call, deadline);
+  }
+  if (!isThenable(output)) return checkedOutput(plan.method.output, output, plan.label);
+  return Promise.resolve(output).then(
+    (settled) => checkedOutput(plan.method.output, settled, plan.label),
+    (error: unknown) => {
+      throw handlerFailure(error, plan, call, deadline);
+    },
+  );
+}
+
+/**
+ * Runs a unary call. When the schemas and the handler all answer synchronously the result is
+ * the output itself, with no promise and no timer: nothing can outlive a deadline that has not
+ * been reached. The first promise along the way is raced against the deadline.
+ */
+function runUnary(plan: MethodPlan, call: AbilityCallContext, args: unknown[]): unknown {
+  const startedAt = Date.now();
+  const budgetMs = unaryBudgetMs(plan.method, call, startedAt);
+  const deadline: UnaryDeadline = {
+    endsAt: budgetMs === undefined ? undefined : startedAt + budgetMs,
+    abort: new LazyAbort(),
+  };
+  const input = validateWithSchemaNow(
+    plan.method.input,
+    singleInput(args, plan.label),
+    'input',
+    plan.label,
+  );
+  const outcome = isThenable(input)
+    ? Promise.resolve(input).then((value) => invokeHandler(plan, call, deadline, value))
+    : invokeHandler(plan, call, deadline, input);
+  if (!isThenable(outcome) || deadline.endsAt === undefined) return outcome;
+  return withinDeadline(
+    Promise.resolve(outcome),
+    Math.max(0, deadline.endsAt - Date.now()),
+    deadline.abort,
+    plan.label,
+  );
 }
 
 async function openStream(
-  ability: AnyAbility,
-  methodName: string,
-  method: MethodDefinition,
+  plan: MethodPlan,
   call: AbilityCallContext,
   args: unknown[],
-  label: string,
 ): Promise<ReadableStream<unknown>> {
-  const input = await validateWithSchema(method.input, singleInput(args, label), 'input', label);
+  const { ability, methodName, method, label } = plan;
+  const input = await validateWithSchemaNow(
+    method.input,
+    singleInput(args, label),
+    'input',
+    label,
+  );
   // A stream is not bounded by a ceiling; its signal tells the handler the consumer went away.
-  const controller = new AbortController();
+  const abort = new LazyAbort();
   try {
     const { handler, implementation } = createHandler(
       ability,
       methodName,
       call,
-      controller.signal,
+      abort,
       remainingUntil(call.callerDeadlineEndsAt),
     );
     const source = await implementation.call(handler, input);
     return itemStream(source, {
       validateItem: (item) => validateOutput(method.output, item, label),
       sourceFailure: (error) => callerFacingFailure(error, ability, methodName, call),
-      onCancel: (reason) => controller.abort(reason),
+      onCancel: (reason) => abort.abort(reason),
     });
   } catch (error) {
     throw callerFacingFailure(error, ability, methodName, call);
   }
 }
 
-async function callAbilityMethod(
-  ability: AnyAbility,
-  methodName: string,
-  method: MethodDefinition,
-  target: unknown,
-  args: unknown[],
-): Promise<unknown> {
-  const label = `${ability.id}.${methodName}`;
+/** Runs one call: its output (or a promise of it, or of a stream); refusals are thrown. */
+function callAbilityMethod(plan: MethodPlan, target: unknown, args: unknown[]): unknown {
+  const { method, label } = plan;
   const call = callContextOf(target, label);
   refuseStreamOverHttpBatch(method, call, label);
   // Before anything else runs: a refused caller never reaches validation or a handler.
-  assertScopes(call.identity, [...ability.scopes, ...method.scopes], label);
+  assertScopes(call.identity, plan.requiredScopes, label);
   refuseSpentCallerBudget(call, label);
-  return method.stream
-    ? await openStream(ability, methodName, method, call, args, label)
-    : await runUnary(ability, methodName, method, call, args, label);
+  return method.stream ? openStream(plan, call, args) : runUnary(plan, call, args);
 }
 
 function targetClassFor(ability: AnyAbility): TargetClass {
@@ -325,8 +462,21 @@ function targetClassFor(ability: AnyAbility): TargetClass {
       ability.methods as Record<string, MethodDefinition>,
     )
   ) {
-    const invoke = function (this: unknown, ...args: unknown[]): Promise<unknown> {
-      return callAbilityMethod(ability, methodName, method, this, args);
+    const plan: MethodPlan = {
+      ability,
+      methodName,
+      method,
+      label: `${ability.id}.${methodName}`,
+      requiredScopes: Object.freeze([...ability.scopes, ...method.scopes]),
+    };
+    // A synchronous result goes back as is (Cap'n Web answers it without a promise hop); a
+    // refusal always leaves as a rejection.
+    const invoke = function (this: unknown, ...args: unknown[]): unknown {
+      try {
+        return callAbilityMethod(plan, this, args);
+      } catch (error) {
+        return Promise.reject(error);
+      }
     };
     Object.defineProperty(invoke, 'name', { value: methodName });
     Object.defineProperty(AbilityRpcTarget.prototype, methodName, {
