@@ -10,6 +10,7 @@
  */
 import { decodeBase64Url } from '../core/base64url.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
+import type { HmacSha256Key } from '../core/sha256.ts';
 import { createEventLog, type SvcEventLog, type SvcLogOption } from '../core/logging.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import {
@@ -73,7 +74,7 @@ const utf8 = new TextEncoder();
 
 interface RegisteredClient {
   serviceId: string;
-  key: () => Promise<CryptoKey>;
+  key: () => Promise<HmacSha256Key>;
 }
 
 function refuseConfig(message: string): never {
@@ -83,8 +84,8 @@ function refuseConfig(message: string): never {
 }
 
 /** Imports a key on first use and keeps it: one import per client for the life of the plane. */
-function importedOnce(secret: string, label: string): () => Promise<CryptoKey> {
-  let key: Promise<CryptoKey> | undefined;
+function importedOnce(secret: string, label: string): () => Promise<HmacSha256Key> {
+  let key: Promise<HmacSha256Key> | undefined;
   return () => (key ??= importHmacClientSecret(secret, label));
 }
 
@@ -181,8 +182,7 @@ function signatureFrom(value: string): Uint8Array {
  * Caller authentication with a shared secret per client. Every refusal is a 401 with the
  * `Svc-HMAC-SHA256` challenge and emits `svc.caller_auth.hmac_unauthorized` (level `warn`,
  * `requestId`, `reason`, and `clientId` once it names a registered client). Neither the secret
- * nor the received signature is ever logged. Signatures are compared by `crypto.subtle.verify`,
- * which is constant-time.
+ * nor the received signature is ever logged. Signatures are compared in constant time.
  */
 export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): CallerAuthenticator {
   if (options === null || typeof options !== 'object') refuseConfig('options object required');
@@ -216,13 +216,7 @@ export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): Ca
       requestId,
       timestamp,
     });
-    const valid = await crypto.subtle.verify(
-      'HMAC',
-      await client.key(),
-      signature as BufferSource,
-      utf8.encode(signed),
-    );
-    if (!valid) {
+    if (!(await client.key()).verify(utf8.encode(signed), signature)) {
       throw new HmacRefusal('signature_mismatch', 'The signature does not match', clientId);
     }
     return { clientId, serviceId: client.serviceId };

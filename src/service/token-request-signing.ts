@@ -18,6 +18,7 @@
  */
 import { encodeBase64Url, encodeBase64UrlText } from '../core/base64url.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
+import { HmacSha256Key, sha256 } from '../core/sha256.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 
 /** Authorization scheme of HMAC caller authentication. */
@@ -45,7 +46,6 @@ export const DEFAULT_CONTROL_PLANE_ISSUER = 'control-plane';
 const utf8 = new TextEncoder();
 const ES256 = { name: 'ECDSA', hash: 'SHA-256' } as const;
 const P256 = { name: 'ECDSA', namedCurve: 'P-256' } as const;
-const HMAC_SHA256 = { name: 'HMAC', hash: 'SHA-256' } as const;
 // A client id travels in a header and in the signed string: visible ASCII, no comma (a comma is
 // how a header sent twice arrives).
 const CLIENT_ID_PATTERN = /^[\x21-\x2b\x2d-\x7e]{1,200}$/;
@@ -57,8 +57,9 @@ export function requestBodyBytes(body: Uint8Array | string): Uint8Array {
 
 /** Base64url SHA-256 of the raw body bytes: the `bh` claim and the HMAC body line. */
 export async function requestBodyHash(body: Uint8Array | string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', requestBodyBytes(body) as BufferSource);
-  return encodeBase64Url(new Uint8Array(digest));
+  // Computed here rather than by `crypto.subtle.digest`, whose fixed cost per call is far above
+  // hashing a token request's few hundred bytes (see core/sha256.ts).
+  return await Promise.resolve(encodeBase64Url(sha256(requestBodyBytes(body))));
 }
 
 /** The path with query of a URL, exactly as both sides sign it (`/p?q`, no fragment). */
@@ -102,29 +103,39 @@ export function hmacSignedString(fields: HmacSignedFields): string {
 }
 
 /**
- * Imports an HMAC client secret (its UTF-8 bytes) as a non-extractable HMAC-SHA256 key usable to
- * sign and verify. Refuses an empty or non-string secret.
+ * Prepares an HMAC client secret (its UTF-8 bytes) as an HMAC-SHA256 key usable to sign and
+ * verify, with its padded blocks absorbed once. Refuses an empty or non-string secret.
  */
-export async function importHmacClientSecret(secret: string, label = 'HMAC client'): Promise<
-  CryptoKey
-> {
+export async function importHmacClientSecret(
+  secret: string,
+  label = 'HMAC client',
+): Promise<HmacSha256Key> {
   if (typeof secret !== 'string' || secret.length === 0) {
     throw new SvcConfigurationError(`${label}: the client secret must be a non-empty string`, {
       reason: 'invalid_client_secret',
     });
   }
-  return await crypto.subtle.importKey('raw', utf8.encode(secret), HMAC_SHA256, false, [
-    'sign',
-    'verify',
-  ]);
+  return await Promise.resolve(new HmacSha256Key(utf8.encode(secret)));
+}
+
+/** The MAC of `message` under any form of the client secret a caller may hold. */
+async function hmacOf(
+  secret: string | CryptoKey | HmacSha256Key,
+  message: Uint8Array,
+): Promise<Uint8Array> {
+  if (secret instanceof HmacSha256Key) return secret.sign(message);
+  if (isCryptoKey(secret)) {
+    return new Uint8Array(await crypto.subtle.sign('HMAC', secret, message as BufferSource));
+  }
+  return (await importHmacClientSecret(secret)).sign(message);
 }
 
 /** What {@link signHmacTokenRequest} needs. */
 export interface SignHmacTokenRequestInput {
   /** The HMAC client id registered on the plane. */
   clientId: string;
-  /** The shared secret, or a key from {@link importHmacClientSecret}. */
-  clientSecret: string | CryptoKey;
+  /** The shared secret, a key from {@link importHmacClientSecret}, or a WebCrypto HMAC key. */
+  clientSecret: string | CryptoKey | HmacSha256Key;
   /** The full request URL (the path with query is signed). */
   url: string | URL;
   /** The exact body bytes that will be sent. */
@@ -167,9 +178,6 @@ export async function signHmacTokenRequest(
 ): Promise<Record<string, string>> {
   const clientId = checkClientId(input.clientId);
   const requestId = checkRequestId(input.requestId);
-  const key = isCryptoKey(input.clientSecret)
-    ? input.clientSecret
-    : await importHmacClientSecret(input.clientSecret);
   const timestamp = String(Math.floor(input.timestampSeconds ?? Date.now() / 1000));
   const signed = hmacSignedString({
     method: (input.method ?? 'POST').toUpperCase(),
@@ -179,9 +187,9 @@ export async function signHmacTokenRequest(
     requestId,
     timestamp,
   });
-  const signature = await crypto.subtle.sign('HMAC', key, utf8.encode(signed));
+  const signature = await hmacOf(input.clientSecret, utf8.encode(signed));
   return {
-    Authorization: `${HMAC_CALLER_AUTH_SCHEME} ${encodeBase64Url(new Uint8Array(signature))}`,
+    Authorization: `${HMAC_CALLER_AUTH_SCHEME} ${encodeBase64Url(signature)}`,
     [SVC_CLIENT_ID_HEADER]: clientId,
     [SVC_TIMESTAMP_HEADER]: timestamp,
     [SVC_REQUEST_ID_HEADER]: requestId,

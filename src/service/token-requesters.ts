@@ -22,6 +22,7 @@ import {
   svcErrorInfo,
 } from '../core/errors.ts';
 import { generateRequestId } from '../core/request-id.ts';
+import type { HmacSha256Key } from '../core/sha256.ts';
 import type { ProofSigner, TokenRequest, TokenRequester } from './ability-session.ts';
 import { jwkCapabilityProofSigner } from './proof-signer.ts';
 import {
@@ -351,7 +352,7 @@ export function controlPlaneHmacTokenRequester(
   const endpoint = endpointFor(label, options.controlPlaneUrl);
   const fetchToken = checkFetch(label, options.fetch);
   const ttl = checkTtl(label, options.ttlSeconds);
-  let key: Promise<CryptoKey> | undefined;
+  let key: Promise<HmacSha256Key> | undefined;
   return cachingRequester(ttl, async (request) => {
     const body = JSON.stringify(request);
     const requestId = generateRequestId();
