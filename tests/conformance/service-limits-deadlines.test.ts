@@ -6,8 +6,10 @@ import { DEFAULT_ABILITY_TIMEOUT_MS } from '../../src/core/deadline.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
+import { echoAbility } from './fixture-abilities.ts';
 
 const TIMEOUT = { code: 'timeout', status: 504, retryable: true } as const;
 const anyObject = z.record(z.string(), z.unknown());
@@ -156,10 +158,10 @@ test('Limits r3: a caller timeout ends the wait but does not cancel the peer', a
     transport,
   });
   const started = Date.now();
-  const error = await assertRefusal(session.sleep({ ms: 600 }), TIMEOUT);
+  const error = await assertRefusal(session.sleep({ ms: 1200 }), TIMEOUT);
   const waited = Date.now() - started;
   assert.equal(error.name, 'SvcTimeoutError');
-  assert.ok(waited >= 300 && waited < 600, `waited ${waited} ms (budget plus grace)`);
+  assert.ok(waited >= 300 && waited < 1200, `waited ${waited} ms (budget plus grace)`);
   assert.equal(seen[0].finished, undefined);
   // The handler runs to its end on its own schedule.
   for (let i = 0; i < 60 && seen[0].finished !== true; i++) await delay(50);
@@ -178,7 +180,8 @@ test('Limits r3: the wrapper fails a method that outlives the deadline and abort
   const started = Date.now();
   await assertRefusal(session.sleep({ ms: 300 }), TIMEOUT);
   const elapsed = Date.now() - started;
-  assert.ok(elapsed >= 90 && elapsed < 300, `failed after ${elapsed} ms`);
+  // Had the deadline not applied, the 300 ms sleep would have succeeded.
+  assert.ok(elapsed >= 90, `failed after ${elapsed} ms`);
   for (let i = 0; i < 60 && seen[0].finished !== true; i++) await delay(50);
   assert.equal(seen[0].finished, true);
   assert.equal(seen[0].aborted, true);
@@ -201,10 +204,10 @@ test('Limits r3: a deadline fails a method, not the session', async () => {
     String(remaining),
   );
   assert.equal(socket.sockets.urls.length, 1);
-  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 150 });
-  await assertRefusal(overBatch.sleep({ ms: 400 }), TIMEOUT);
+  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 300 });
+  await assertRefusal(overBatch.sleep({ ms: 800 }), TIMEOUT);
   const after = await overBatch.remaining({});
-  assert.ok(after.remaining !== null && after.remaining > 100, JSON.stringify(after));
+  assert.ok(after.remaining !== null && after.remaining > 0 && after.remaining <= 300);
 });
 
 test('Limits r3: a deadline does not bound a stream or its consumption', async () => {
@@ -229,17 +232,17 @@ test('Limits r3: a deadline does not bound a stream or its consumption', async (
 test('Limits r3: over HTTP-batch the budget is per call, over WebSocket fixed at open', async () => {
   const fx = await createFixture();
   const { token } = deployTimed(fx);
-  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 300 });
-  await overBatch.sleep({ ms: 200 });
-  await overBatch.sleep({ ms: 200 });
+  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 600 });
+  await overBatch.sleep({ ms: 350 });
+  await overBatch.sleep({ ms: 350 });
   const socket = fx.webSocket('svc-c.timed');
   using overSocket = fx.session<TimedApi>('svc-c.timed', {
     token: await token,
-    timeoutMs: 300,
+    timeoutMs: 600,
     transport: socket.transport,
   });
-  await overSocket.sleep({ ms: 200 });
-  await assertRefusal(overSocket.sleep({ ms: 200 }), TIMEOUT);
+  await overSocket.sleep({ ms: 350 });
+  await assertRefusal(overSocket.sleep({ ms: 350 }), TIMEOUT);
 });
 
 test('Limits r3: honoured from any caller without ingress, never an authorization input', async () => {
@@ -255,7 +258,7 @@ test('Limits r3: honoured from any caller without ingress, never an authorizatio
 
 test('Limits r3: whichever of the service ceiling and the caller budget expires first wins', async () => {
   const fx = await createFixture();
-  const { token } = deployTimed(fx, { methodMs: 150 });
+  const { token } = deployTimed(fx, { methodMs: 400 });
   const timed = async (budget: string) => {
     const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': budget } });
     using session = fx.session<TimedApi>('svc-c.timed', {
@@ -266,10 +269,11 @@ test('Limits r3: whichever of the service ceiling and the caller budget expires 
     await assertRefusal(session.sleep({ ms: 1000 }), TIMEOUT);
     return Date.now() - started;
   };
+  // Had the 5000 ms budget applied, the 1000 ms sleep would have succeeded.
   const ceiling = await timed('5000');
-  assert.ok(ceiling >= 140 && ceiling < 800, `ceiling: ${ceiling} ms`);
+  assert.ok(ceiling >= 390, `ceiling: ${ceiling} ms`);
   const budget = await timed('60');
-  assert.ok(budget >= 55 && budget < 140, `budget: ${budget} ms`);
+  assert.ok(budget >= 55 && budget < 350, `budget: ${budget} ms`);
   // Streams are never bounded by a ceiling: without a caller budget they see none.
   const socket = fx.webSocket('svc-c.timed');
   using session = fx.session<TimedApi>('svc-c.timed', {
@@ -278,4 +282,28 @@ test('Limits r3: whichever of the service ceiling and the caller budget expires 
   });
   const first = await (await session.ticks({})).getReader().read();
   assert.equal(first.value?.remaining, null);
+});
+
+test('Limits r3 with a service policy: defaultMs fills in on HTTP-batch only, maxMs clamps every budget', async () => {
+  const fx = await createFixture();
+  fx.deploy('svc-a', [echoAbility(fx.stats)], {
+    timeout: { methodMs: false, defaultMs: 2000, maxMs: 3000 },
+  });
+  const token = await fx.tokenFor('svc-a', ['svc-a.read']);
+  const remainingOver = async (transport: RpcTransportFactory) => {
+    using session = fx.session('svc-a.echo', { token, transport });
+    return ((await session.whoami({})) as { remainingTimeoutMs: number | null }).remainingTimeoutMs;
+  };
+  const defaulted = await remainingOver(fx.httpBatch('svc-a').transport);
+  assert.ok(defaulted !== null && defaulted > 1500 && defaulted <= 2000, String(defaulted));
+  // A session transport gets no default: its budget would bound every call on the socket.
+  assert.equal(await remainingOver(fx.webSocket('svc-a.echo').transport), null);
+  const clampedBatch = await remainingOver(
+    fx.httpBatch('svc-a', { headers: { 'X-Svc-Timeout': '60000' } }).transport,
+  );
+  assert.ok(clampedBatch !== null && clampedBatch > 2500 && clampedBatch <= 3000);
+  const clampedSocket = await remainingOver(
+    fx.webSocket('svc-a.echo', { query: { timeout: '60000' } }).transport,
+  );
+  assert.ok(clampedSocket !== null && clampedSocket > 2500 && clampedSocket <= 3000);
 });
