@@ -77,8 +77,12 @@ export function createService(options: ServiceOptions): SvcService {
   app.use('*', async (c, next) => {
     beginLogEventCollection(c);
     const incoming = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
-      acceptRequestId(new URL(c.req.url).searchParams.get(SVC_REQUEST_ID_QUERY_PARAM));
-    const requestId = incoming ?? acceptRequestId(generateId()) ?? generateRequestId();
+      acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM));
+    // Only a custom generator's output needs checking; the default one is well formed.
+    const requestId = incoming ??
+      (generateId === generateRequestId
+        ? generateRequestId()
+        : acceptRequestId(generateId()) ?? generateRequestId());
     c.set('requestId' as never, requestId as never);
     const started = Date.now();
     try {
@@ -94,7 +98,7 @@ export function createService(options: ServiceOptions): SvcService {
       level: status >= 500 ? 'error' : 'info',
       requestId,
       method: c.req.method,
-      path: new URL(c.req.url).pathname,
+      path: c.req.path,
       status,
       durationMs: Date.now() - started,
     });

@@ -37,6 +37,9 @@ export interface ServiceBindingFetcher {
   fetch(request: Request): Promise<Response>;
 }
 
+/** Most ability routes one transport remembers (a transport usually serves one ability). */
+const MAX_REMEMBERED_ROUTES = 64;
+
 /** Base URL of in-process and binding routes; the host is never resolved. */
 const INTERNAL_ORIGIN = 'https://svc.internal';
 
@@ -100,6 +103,7 @@ class BatchClientTransport implements RpcTransport {
   #incoming: string[] | null = null;
   #aborted: unknown;
   #exchange: Promise<void>;
+  #ended = false;
 
   constructor(post: (lines: string[]) => Promise<string[]>) {
     this.#exchange = this.#exchangeOnNextMacrotask(post);
@@ -112,6 +116,14 @@ class BatchClientTransport implements RpcTransport {
     return this.#outgoing !== null;
   }
 
+  /**
+   * Whether every response line was handed to the session and the end reported: the session
+   * then ended itself (a transport whose `receive` rejects ends its session).
+   */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
   send(message: string): void {
     this.#outgoing?.push(message);
   }
@@ -120,6 +132,7 @@ class BatchClientTransport implements RpcTransport {
     if (this.#incoming === null) await this.#exchange;
     const next = this.#incoming?.shift();
     if (next !== undefined) return next;
+    this.#ended = true;
     throw new Error('Batch RPC request ended.');
   }
 
@@ -141,10 +154,12 @@ function openBatch(
   send: (body: string, signal: AbortSignal) => Promise<Response>,
 ): OpenedRpcSession {
   const controller = new AbortController();
+  let answered = false;
   const transport = new BatchClientTransport(async (lines) => {
     const response = await send(lines.join('\n'), controller.signal);
     if (!response.ok) throw await refusedBatchError(response);
     const body = await response.text();
+    answered = true;
     return body === '' ? [] : body.split('\n');
   });
   const session = new RpcSession(transport);
@@ -156,8 +171,11 @@ function openBatch(
     close() {
       if (closed) return;
       closed = true;
-      controller.abort();
-      main[Symbol.dispose]();
+      // Both steps cost an exception object and its stack per batch, and are moot once the
+      // exchange is over: aborting only matters for a request still in flight, and a session
+      // whose transport reported the end has already ended itself.
+      if (!answered) controller.abort();
+      if (!transport.ended) main[Symbol.dispose]();
     },
   };
 }
@@ -190,10 +208,20 @@ export function httpBatchRpc(
 ): RpcTransportFactory {
   const fixedUrl = isFetchFunction(target) ? undefined : new URL(target);
   const doFetch: RpcFetch = isFetchFunction(target) ? target : (request) => fetch(request);
+  // Each batch opens a session: its route is parsed once per ability, not once per batch.
+  const routes = new Map<string, URL>();
+  const routeFor = (openTarget: RpcOpenTarget | undefined): URL => {
+    const abilityId = openTarget?.abilityId;
+    const known = abilityId === undefined ? undefined : routes.get(abilityId);
+    if (known !== undefined) return known;
+    const url = rpcUrlFor(options, openTarget);
+    if (abilityId !== undefined && routes.size < MAX_REMEMBERED_ROUTES) routes.set(abilityId, url);
+    return url;
+  };
   return {
     kind: 'http-batch',
     open(meta: OutboundRpcMetadata, openTarget?: RpcOpenTarget): OpenedRpcSession {
-      const url = fixedUrl ?? rpcUrlFor(options, openTarget);
+      const url = fixedUrl ?? routeFor(openTarget);
       return openBatch((body, signal) => {
         const headers = applyMetadataHeaders(
           new Headers({ 'Content-Type': 'text/plain; charset=utf-8' }),
