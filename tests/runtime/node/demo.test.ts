@@ -1,0 +1,93 @@
+// The `npm start` demo: its tour in-process (every step as expected), `npm start` with
+// DEMO_EXIT_AFTER_TOUR=1 end to end, and a clean exit on SIGINT while it serves.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { startDemo } from '../../../examples/demo-deployment.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const BOUND = { timeout: 90_000 };
+
+interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Collects a child's output until it exits; kills it if it outlives `limitMs`. */
+function finished(child: ChildProcess, limitMs: number): Promise<Finished> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk) => (stdout += chunk));
+  child.stderr?.on('data', (chunk) => (stderr += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
+  return new Promise((resolve) => {
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+test('the demo tour succeeds at every step, on loopback servers', BOUND, async () => {
+  const demo = await startDemo();
+  try {
+    for (const url of Object.values(demo.urls)) assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const steps = await demo.runTour();
+    assert.equal(steps.length, 7);
+    for (const step of steps) assert.ok(step.ok, `${step.title}: ${step.details.join('; ')}`);
+    const text = steps.map((step) => step.details.join('\n'));
+    assert.match(text[0], /sub=billing aud=orders scp=\["orders.read"\] spa=service/);
+    assert.doesNotMatch(text[0], /cnf/);
+    assert.match(text[1], /sub=shipping .*spa=service\ncnf\.jkt=[A-Za-z0-9_-]{43}$/);
+    assert.match(text[3], /reserved=true, streamed 3 updates/);
+    assert.match(text[4], /brokered by demo-plane/);
+    assert.equal(text[5], 'refused: code=capability_auth status=403 reason=ingress_required');
+    assert.equal(text[6], 'refused: code=capability_auth status=403 reason=missing_scope');
+  } finally {
+    await demo.close();
+  }
+});
+
+test('npm start with DEMO_EXIT_AFTER_TOUR=1 prints the tour and exits 0', BOUND, async () => {
+  const child = spawn('npm', ['start', '--silent'], {
+    cwd: root,
+    env: { ...process.env, DEMO_EXIT_AFTER_TOUR: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const result = await finished(child, 80_000);
+  assert.equal(result.code, 0, result.stderr || result.stdout);
+  assert.match(result.stdout, /control plane\s+http:\/\/127\.0\.0\.1:\d+/);
+  assert.equal((result.stdout.match(/^OK /gm) ?? []).length, 7, result.stdout);
+  assert.doesNotMatch(result.stdout, /FAILED/);
+  assert.match(result.stdout, /tour: all 7 steps OK/);
+});
+
+test('the demo keeps serving after the tour and exits 0 on SIGINT', BOUND, async () => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/demo.ts'], {
+    cwd: root,
+    env: { ...process.env, DEMO_EXIT_AFTER_TOUR: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exit = finished(child, 80_000);
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (chunk) => {
+      output += chunk;
+      if (output.includes('serving until interrupted')) resolve();
+    });
+    child.on('exit', () => reject(new Error(`the demo exited early:\n${output}`)));
+  });
+  const plane = /control plane\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
+  assert.ok(plane, output);
+  const jwks = await fetch(`${plane}/.well-known/svc/jwks.json`);
+  assert.equal(jwks.status, 200);
+  assert.equal(((await jwks.json()) as { keys: unknown[] }).keys.length, 1);
+  child.kill('SIGINT');
+  const result = await exit;
+  assert.equal(result.code, 0, result.stderr);
+  await assert.rejects(fetch(`${plane}/.well-known/svc/jwks.json`));
+});
