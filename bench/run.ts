@@ -18,6 +18,8 @@ export interface Benchmark {
 
 const MODULES: (() => Promise<{ benchmarks: Benchmark[] }>)[] = [
   () => import('./tokens.ts'),
+  () => import('./rpc.ts'),
+  () => import('./issuance.ts'),
 ];
 
 function commandLineFilters(): string[] {
