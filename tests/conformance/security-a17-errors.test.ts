@@ -34,7 +34,7 @@ test('ERR-01 a thrown Error becomes the opaque 500; the marker is nowhere on the
   assert.equal(fx.events.some((event) => event.event === 'svc.request.failed'), false);
 });
 
-test('ERR-02 thrown non-Errors (string, 42, null, undefined) give the same opaque 500', async () => {
+test('ERR-02 thrown non-Errors, cause chains and AggregateErrors give the same opaque 500', async () => {
   const fx = await createFixture();
   for (const kind of ['string', 'number', 'null', 'undefined', 'cause', 'aggregate']) {
     const batch = fx.httpBatch('svc-a');
