@@ -114,6 +114,8 @@ const STUB_RESERVED: ReadonlySet<string> = new Set(['dup', 'map', 'onRpcBroken']
 interface Credentials {
   token: string;
   proof?: string;
+  /** Epoch ms after which a new HTTP-batch should not reuse these credentials. */
+  reuseUntil: number;
 }
 
 /** A session opened on the transport, with `authenticate` already pipelined on it. */
@@ -133,6 +135,22 @@ function isBoundToken(token: string): boolean {
     // Not a decodable JWT: the service is the authority and will refuse it with a reason.
     return false;
   }
+}
+
+/** How long a proof is reused for new HTTP-batches; well inside its 60 s freshness window. */
+const PROOF_REUSE_MS = 30_000;
+/** Margin before a token's expiry after which a new HTTP-batch asks for a fresh token. */
+const TOKEN_EXPIRY_MARGIN_MS = 5_000;
+
+/** When a new HTTP-batch should stop reusing this token (read without verification). */
+function tokenReuseDeadline(token: string): number {
+  try {
+    const exp = decodeJwt(token).exp;
+    if (typeof exp === 'number' && Number.isFinite(exp)) return exp * 1000 - TOKEN_EXPIRY_MARGIN_MS;
+  } catch {
+    // Not decodable: the service will refuse it; nothing to schedule.
+  }
+  return Number.POSITIVE_INFINITY;
 }
 
 function requireText(value: unknown, name: string): string {
@@ -271,8 +289,20 @@ class AbilitySessionCore {
     );
   }
 
-  /** The token (and proof, for a bound token), fetched once per session; a failure is retried. */
-  #obtainCredentials(): Promise<Credentials> {
+  /**
+   * The token (and proof, for a bound token), fetched once per session; a failure is retried.
+   * Every HTTP-batch is a session open at the service, so a batch-based session renews its
+   * credentials before the token expires or the proof stops being fresh (the requester's own
+   * cache makes a renewal cheap); a long-lived session transport authenticates only once.
+   */
+  async #obtainCredentials(): Promise<Credentials> {
+    if (this.#credentials !== undefined && this.#options.transport.kind === 'http-batch') {
+      const current = this.#credentials;
+      const credentials = await current.catch(() => undefined);
+      if (credentials !== undefined && Date.now() >= credentials.reuseUntil) {
+        if (this.#credentials === current) this.#credentials = undefined;
+      }
+    }
     if (this.#credentials === undefined) {
       const pending = this.#fetchCredentials();
       this.#credentials = pending;
@@ -296,7 +326,8 @@ class AbilitySessionCore {
         reason: 'token_missing',
       });
     }
-    if (!isBoundToken(token)) return { token };
+    const reuseUntil = tokenReuseDeadline(token);
+    if (!isBoundToken(token)) return { token, reuseUntil };
     const prover = this.#options.proveTokenPossession ?? requestToken.proveTokenPossession;
     if (typeof prover !== 'function') {
       throw new CapabilityAuthError(
@@ -306,7 +337,7 @@ class AbilitySessionCore {
       );
     }
     const proof = await prover({ token, targetServiceId, abilityId });
-    return { token, proof };
+    return { token, proof, reuseUntil: Math.min(reuseUntil, Date.now() + PROOF_REUSE_MS) };
   }
 
   #metadata(remaining: number | undefined): OutboundRpcMetadata {
