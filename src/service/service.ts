@@ -104,6 +104,12 @@ export function createService(options: ServiceOptions): SvcService {
     });
   });
 
+  // Hono answers a throw in middleware or a route itself (plain text, the error logged to the
+  // console whatever `logger` says) unless told otherwise: leave as problem+json instead.
+  app.onError((error, c) =>
+    problemFromError(error, (c.get('requestId' as never) as string) ?? generateRequestId())
+  );
+
   for (const middleware of resolved.middleware) app.use('*', middleware);
 
   app.get(SERVICE_DISCOVERY_PATH, (c) => {

@@ -63,11 +63,22 @@ test('Events: svc.request.failed when a request fails', async () => {
       await next();
     },
   });
-  const response = await service.fetch(
-    new Request(DISCOVERY, { headers: { 'X-Break': 'yes', 'X-Request-Id': 'req-failed' } }),
-  );
+  let response: Response | undefined;
+  // The failure is reported through the logger only, never written to the console behind it.
+  const console = await capturingConsole(async () => {
+    response = await service.fetch(
+      new Request(DISCOVERY, { headers: { 'X-Break': 'yes', 'X-Request-Id': 'req-failed' } }),
+    );
+  });
+  assert.deepEqual(console, []);
+  assert.ok(response !== undefined);
   assert.equal(response.status, 500);
-  assert.equal((await response.text()).includes('policy layer broke'), false);
+  assert.match(response.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  assert.equal(response.headers.get('x-request-id'), 'req-failed');
+  const problem = await response.json() as { code: string; requestId: string; detail: string };
+  assert.equal(problem.code, 'internal');
+  assert.equal(problem.requestId, 'req-failed');
+  assert.equal(JSON.stringify(problem).includes('policy layer broke'), false);
   const failed = named(fx, 'svc.request.failed');
   assert.equal(failed.length, 1);
   assert.equal(failed[0].level, 'error');
