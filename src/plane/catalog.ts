@@ -277,7 +277,8 @@ export function createCatalog(options: CatalogOptions): Catalog {
     context: unknown,
     requestId?: string,
   ): Promise<Map<string, ServiceEndpoint>> => {
-    if (staticEndpoints !== undefined) return new Map(staticEndpoints);
+    // Read only by the callers below, so the fixed list's map is shared, not copied per call.
+    if (staticEndpoints !== undefined) return staticEndpoints;
     const produce = services as (
       context: unknown,
     ) => ServiceEndpoint[] | Promise<ServiceEndpoint[]>;
@@ -443,7 +444,8 @@ export function createCatalog(options: CatalogOptions): Catalog {
   };
 
   return {
-    endpoints: (context) => endpoints(context),
+    // A caller may change what it gets; the fixed list's map is never handed out.
+    endpoints: async (context) => new Map(await endpoints(context)),
     async target(targetServiceId, context, purpose, resolveOptions = {}) {
       const checkedPurpose = checkPurpose(purpose);
       const requestId = resolveOptions.requestId;

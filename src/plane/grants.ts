@@ -86,6 +86,40 @@ export function grantedScopes(
   return granted;
 }
 
+// Accepted documents and built endpoints are frozen: what they publish and grant cannot change,
+// so the sets the grant check reads on every mint are built once per document and endpoint.
+const publishedSets = new WeakMap<object, ReadonlySet<string>>();
+const grantedSets = new WeakMap<object, Map<string, ReadonlySet<string>>>();
+
+function publishedScopeSet(document: ServiceDiscoveryDocument): ReadonlySet<string> {
+  if (!Object.isFrozen(document)) return publishedScopes(document);
+  let published = publishedSets.get(document);
+  if (published === undefined) {
+    published = publishedScopes(document);
+    publishedSets.set(document, published);
+  }
+  return published;
+}
+
+function grantedScopeSet(target: ResolvedTarget, callerServiceId: string): ReadonlySet<string> {
+  const endpoint = target.endpoint;
+  if (!Object.isFrozen(endpoint) || !Object.isFrozen(endpoint.grants)) {
+    return grantedScopes(target, callerServiceId);
+  }
+  let byCaller = grantedSets.get(endpoint);
+  if (byCaller === undefined) {
+    byCaller = new Map();
+    grantedSets.set(endpoint, byCaller);
+  }
+  let granted = byCaller.get(callerServiceId);
+  if (granted === undefined) {
+    granted = grantedScopes(target, callerServiceId);
+    // Bounded by the configured callers: only a caller a grant names is remembered.
+    if (granted.size > 0) byCaller.set(callerServiceId, granted);
+  }
+  return granted;
+}
+
 function requireAbility(target: ResolvedTarget, abilityId: string): void {
   if (!target.document.abilities.some((ability) => ability.id === abilityId)) {
     throw new CapabilityAuthError(
@@ -108,9 +142,21 @@ export function checkGrant(
   scopes: readonly string[],
   abilityId?: string,
 ): void {
-  const requested = normalizeScopes(scopes);
+  checkNormalizedGrant(target, callerServiceId, normalizeScopes(scopes), abilityId);
+}
+
+/**
+ * {@link checkGrant} for scopes that already went through {@link normalizeScopes} (the issuer
+ * normalizes once and signs what it checked).
+ */
+export function checkNormalizedGrant(
+  target: ResolvedTarget,
+  callerServiceId: string,
+  requested: readonly string[],
+  abilityId?: string,
+): void {
   const targetId = target.endpoint.id;
-  const published = publishedScopes(target.document);
+  const published = publishedScopeSet(target.document);
   for (const scope of requested) {
     if (!published.has(scope)) {
       throw new CapabilityAuthError(
@@ -119,7 +165,7 @@ export function checkGrant(
       );
     }
   }
-  const granted = grantedScopes(target, callerServiceId);
+  const granted = grantedScopeSet(target, callerServiceId);
   for (const scope of requested) {
     if (!granted.has(scope)) {
       throw new CapabilityAuthError(

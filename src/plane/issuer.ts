@@ -12,7 +12,7 @@ import { type CapabilityTokenClaims, signCapabilityToken } from '../core/capabil
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { CallerAccess, DelegatedSubject } from '../core/identity.ts';
 import type { createCatalog, ResolvedTarget } from './catalog.ts';
-import { checkGrant, normalizeScopes } from './grants.ts';
+import { checkNormalizedGrant, normalizeScopes } from './grants.ts';
 import type { SigningAuthority } from './signing-keys.ts';
 
 /** Default lifetime of a capability token, in seconds. */
@@ -135,7 +135,7 @@ export function createIssuer(deps: IssuerDependencies) {
     const target = resolved?.endpoint.id === targetServiceId
       ? resolved
       : await deps.catalog.target(targetServiceId, options.context, 'token');
-    checkGrant(target, callerServiceId, scopes, options.abilityId);
+    checkNormalizedGrant(target, callerServiceId, scopes, options.abilityId);
     const authority = await deps.authority(options.context);
     const iat = Math.floor(now() / 1000);
     const claims: CapabilityTokenClaims = {
