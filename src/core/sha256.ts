@@ -39,11 +39,15 @@ function integerRoot(value: bigint, degree: bigint): bigint {
   }
 }
 
-/** The first 32 bits of the fractional part of the `degree`-th root of each prime. */
-function rootFractionWords(primes: number[], degree: bigint): Uint32Array {
-  return Uint32Array.from(primes, (prime) => {
+/**
+ * The first 32 bits of the fractional part of the `degree`-th root of each prime, as signed
+ * 32-bit words: the arithmetic below stays in 32-bit integers only if no operand is a larger
+ * unsigned value.
+ */
+function rootFractionWords(primes: number[], degree: bigint): Int32Array {
+  return Int32Array.from(primes, (prime) => {
     const scaled = integerRoot(BigInt(prime) << (32n * degree), degree);
-    return Number(scaled & 0xffffffffn);
+    return Number(BigInt.asIntN(32, scaled));
   });
 }
 
@@ -107,33 +111,43 @@ function compressBlocks(
   }
 }
 
+// Scratch space reused by every hash: the functions here never yield, so no two hashes overlap.
+const scratchSchedule = new Int32Array(64);
+const scratchTail = new Uint8Array(2 * BLOCK_BYTES);
+
+function writeWord(bytes: Uint8Array, at: number, word: number): void {
+  bytes[at] = word >>> 24;
+  bytes[at + 1] = word >>> 16;
+  bytes[at + 2] = word >>> 8;
+  bytes[at + 3] = word;
+}
+
 /**
  * Finishes a hash whose `state` already absorbed `prefixBytes` bytes (whole blocks) and still
  * has to absorb `message`: the full blocks, then the padded tail carrying the total bit length.
  */
 function finishDigest(state: Int32Array, prefixBytes: number, message: Uint8Array): Uint8Array {
-  const schedule = new Int32Array(64);
   const wholeEnd = message.length - (message.length % BLOCK_BYTES);
-  compressBlocks(state, schedule, message, 0, wholeEnd);
+  compressBlocks(state, scratchSchedule, message, 0, wholeEnd);
   const rest = message.length - wholeEnd;
   // One 0x80 byte and an 8-byte length must fit after the rest: one block, or two.
-  const tail = new Uint8Array(rest + 9 <= BLOCK_BYTES ? BLOCK_BYTES : 2 * BLOCK_BYTES);
+  const tailLength = rest + 9 <= BLOCK_BYTES ? BLOCK_BYTES : 2 * BLOCK_BYTES;
+  const tail = scratchTail;
+  tail.fill(0, 0, tailLength);
   tail.set(message.subarray(wholeEnd));
   tail[rest] = 0x80;
   const bitLength = (prefixBytes + message.length) * 8;
-  const view = new DataView(tail.buffer);
-  view.setUint32(tail.length - 8, Math.floor(bitLength / 2 ** 32));
-  view.setUint32(tail.length - 4, bitLength >>> 0);
-  compressBlocks(state, schedule, tail, 0, tail.length);
+  writeWord(tail, tailLength - 8, Math.floor(bitLength / 2 ** 32));
+  writeWord(tail, tailLength - 4, bitLength);
+  compressBlocks(state, scratchSchedule, tail, 0, tailLength);
   const digest = new Uint8Array(DIGEST_BYTES);
-  const out = new DataView(digest.buffer);
-  for (let i = 0; i < 8; i++) out.setInt32(i * 4, state[i]);
+  for (let i = 0; i < 8; i++) writeWord(digest, i * 4, state[i]);
   return digest;
 }
 
 /** The SHA-256 digest (32 bytes) of `message`. */
 export function sha256(message: Uint8Array): Uint8Array {
-  return finishDigest(Int32Array.from(INITIAL_STATE), 0, message);
+  return finishDigest(INITIAL_STATE.slice(), 0, message);
 }
 
 /** Whether two byte strings are equal, in time that depends only on their lengths. */
@@ -148,8 +162,8 @@ export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
 function paddedKeyState(key: Uint8Array, pad: number): Int32Array {
   const block = new Uint8Array(BLOCK_BYTES).fill(pad);
   for (let i = 0; i < key.length; i++) block[i] ^= key[i];
-  const state = Int32Array.from(INITIAL_STATE);
-  compressBlocks(state, new Int32Array(64), block, 0, BLOCK_BYTES);
+  const state = INITIAL_STATE.slice();
+  compressBlocks(state, scratchSchedule, block, 0, BLOCK_BYTES);
   return state;
 }
 
