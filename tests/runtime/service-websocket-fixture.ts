@@ -147,8 +147,8 @@ interface RuntimeApi {
   ticks(input: { n: number; poisonAt?: number }): ReadableStream<{ i: number }>;
 }
 
-/** Reads a stream to its end, checking each item is the next tick and was parsed (no `extra`). */
-async function readTicks(stream: ReadableStream<{ i: number }>): Promise<number> {
+/** Reads a stream to its end, checking each item is exactly the next tick (no `extra` field). */
+export async function readTicks(stream: ReadableStream<{ i: number }>): Promise<number> {
   const reader = stream.getReader();
   let expected = 0;
   for (;;) {

@@ -8,89 +8,34 @@ import {
   serveNode,
 } from '../../../src/adapters/node.ts';
 import { svcErrorInfo } from '../../../src/core/errors.ts';
-import { abilitySession, disposeAbilitySession } from '../../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../../src/service/transports/websocket.ts';
+import { disposeAbilitySession } from '../../../src/service/ability-session.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../../support/fake-main.ts';
-
-interface FakeApi {
-  echo(input: { value: string }): { value: string };
-  whoami(input: Record<string, never>): { transport: string };
-  ticks(input: { n: number }): ReadableStream<{ i: number }>;
-}
+import {
+  assertEchoesOverWebSocket,
+  fakeWebSocketSession,
+  servedBatchPipelines,
+  servedSessionStreams,
+  servedUpgradeRefused,
+  type WebSocketServingRuntime,
+} from '../websocket-scenarios.ts';
 
 const BOUND = { timeout: 60_000 };
-
-function sessionOptions(transport: ReturnType<typeof websocketRpc>) {
-  return {
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
-    requestToken: () => Promise.resolve(FAKE_TOKEN),
-    transport,
-    requestId: 'req-node-ws',
-  };
-}
-
-async function readAll(stream: ReadableStream<{ i: number }>): Promise<number> {
-  const reader = stream.getReader();
-  let expected = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return expected;
-    assert.equal(value.i, expected);
-    expected++;
-  }
-}
+const RUNTIME: WebSocketServingRuntime = {
+  serve: serveNode,
+  requestId: 'req-node-ws',
+  createWebSocket: nodeWebSocketFactory(),
+};
 
 test(
   'serveNode: a WebSocket session authenticates, calls and streams 10 000 items',
   BOUND,
-  async () => {
-    const globalBefore = (globalThis as { WebSocket?: unknown }).WebSocket;
-    const record = newFakeRecord();
-    const server = await serveNode(fakeRpcEndpoint(record));
-    const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
-      `${server.url}/rpc/fake.echo`,
-      { createWebSocket: nodeWebSocketFactory() },
-    )));
-    try {
-      assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);
-      assert.deepEqual(await session.echo({ value: 'over a socket' }), { value: 'over a socket' });
-      assert.deepEqual(await session.whoami({}), { transport: 'websocket' });
-      assert.equal(await readAll(await session.ticks({ n: 10_000 })), 10_000);
-      assert.equal(record.authenticated.length, 1);
-      assert.equal(record.sessions.length, 1);
-      assert.equal(record.sessions[0].query.request_id, 'req-node-ws');
-      assert.equal((globalThis as { WebSocket?: unknown }).WebSocket, globalBefore);
-    } finally {
-      disposeAbilitySession(session);
-      await server.close();
-    }
-  },
+  () => servedSessionStreams(RUNTIME),
 );
 
 test(
   'serveNode: HTTP-batch over a real socket pipelines authenticate with the call',
   BOUND,
-  async () => {
-    const record = newFakeRecord();
-    const endpoint = fakeRpcEndpoint(record);
-    const server = await serveNode(endpoint);
-    const session = abilitySession<FakeApi>({
-      ...sessionOptions(websocketRpc('ws://unused.invalid/')),
-      transport: httpBatchRpc(`${server.url}/rpc/fake.echo`),
-    });
-    try {
-      assert.deepEqual(await session.echo({ value: 'batch' }), { value: 'batch' });
-      assert.equal(endpoint.requests.length, 1);
-      assert.equal(record.sessions[0].headers['x-request-id'], 'req-node-ws');
-    } finally {
-      disposeAbilitySession(session);
-      await server.close();
-    }
-  },
+  () => servedBatchPipelines(RUNTIME),
 );
 
 test('serveNode: the handshake carries the target response headers', BOUND, async () => {
@@ -118,13 +63,10 @@ test('serveNode: the handshake carries the target response headers', BOUND, asyn
 test(
   'serveNode: an upgrade to an ability without WebSocket is refused with its 405',
   BOUND,
-  async () => {
-    const server = await serveNode(
-      fakeRpcEndpoint(newFakeRecord(), { transports: ['http-batch'] }),
-    );
-    try {
+  () =>
+    servedUpgradeRefused(RUNTIME, async (url) => {
       const status = await new Promise<number>((resolve, reject) => {
-        const socket = new WsWebSocket(`${server.url.replace('http', 'ws')}/rpc/fake.echo`);
+        const socket = new WsWebSocket(`${url.replace('http', 'ws')}/rpc/fake.echo`);
         socket.on('unexpected-response', (_request, response) => {
           resolve(response.statusCode ?? 0);
           response.resume();
@@ -134,20 +76,7 @@ test(
         socket.on('error', () => {});
       });
       assert.equal(status, 405);
-
-      const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
-        `${server.url}/rpc/fake.echo`,
-        { createWebSocket: nodeWebSocketFactory() },
-      )));
-      try {
-        await assert.rejects(session.echo({ value: 'refused' }));
-      } finally {
-        disposeAbilitySession(session);
-      }
-    } finally {
-      await server.close();
-    }
-  },
+    }),
 );
 
 test(
@@ -172,15 +101,7 @@ test(
       assert.match(closed.reason, /depth/);
       assert.deepEqual(record.calls, []);
 
-      const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
-        `${server.url}/rpc/fake.echo`,
-        { createWebSocket: nodeWebSocketFactory() },
-      )));
-      try {
-        assert.deepEqual(await session.echo({ value: 'healthy' }), { value: 'healthy' });
-      } finally {
-        disposeAbilitySession(session);
-      }
+      await assertEchoesOverWebSocket(`${server.url}/rpc/fake.echo`, RUNTIME, 'healthy');
     } finally {
       await server.close();
     }
@@ -189,10 +110,7 @@ test(
 
 test('serveNode: a session sees the server going away as an error, not a hang', BOUND, async () => {
   const server = await serveNode(fakeRpcEndpoint());
-  const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
-    `${server.url}/rpc/fake.echo`,
-    { createWebSocket: nodeWebSocketFactory() },
-  )));
+  const session = fakeWebSocketSession(`${server.url}/rpc/fake.echo`, RUNTIME);
   try {
     assert.deepEqual(await session.echo({ value: 'up' }), { value: 'up' });
     await server.close();
@@ -217,10 +135,7 @@ test(
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;
-    const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
-      `ws://127.0.0.1:${port}/rpc/fake.echo`,
-      { createWebSocket: nodeWebSocketFactory() },
-    )));
+    const session = fakeWebSocketSession(`ws://127.0.0.1:${port}/rpc/fake.echo`, RUNTIME);
     try {
       assert.deepEqual(await session.whoami({}), { transport: 'websocket' });
       assert.equal(record.sessions.length, 1);
@@ -250,15 +165,7 @@ test(
       assert.equal(code, 1009);
       assert.deepEqual(record.calls, []);
 
-      const session = abilitySession<FakeApi>(sessionOptions(websocketRpc(
-        `${server.url}/rpc/fake.echo`,
-        { createWebSocket: nodeWebSocketFactory() },
-      )));
-      try {
-        assert.deepEqual(await session.echo({ value: 'healthy' }), { value: 'healthy' });
-      } finally {
-        disposeAbilitySession(session);
-      }
+      await assertEchoesOverWebSocket(`${server.url}/rpc/fake.echo`, RUNTIME, 'healthy');
     } finally {
       await server.close();
     }

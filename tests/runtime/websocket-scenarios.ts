@@ -1,0 +1,208 @@
+/**
+ * The WebSocket scenarios every runtime runs over a real socket: the fake main (session,
+ * HTTP-batch pipelining, a refused upgrade) and the real zod and arktype services. Each
+ * runtime's test file only says how it serves a fetch target and opens client sockets.
+ */
+import assert from 'node:assert/strict';
+import type { FetchTarget } from '../../src/adapters/serve-target.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import {
+  FAKE_TOKEN,
+  type FakeMainRecord,
+  fakeRpcEndpoint,
+  newFakeRecord,
+} from '../support/fake-main.ts';
+import {
+  assertServiceOverWebSocket,
+  readTicks,
+  runtimeServices,
+  runtimeSigningKey,
+} from './service-websocket-fixture.ts';
+
+/** The part of the fake main's ability the scenarios call. */
+export interface FakeApi {
+  echo(input: { value: string }): { value: string };
+  whoami(input: Record<string, never>): { transport: string };
+  ticks(input: { n: number }): ReadableStream<{ i: number }>;
+}
+
+/** How a client on one runtime reaches a server: its request id and socket factory. */
+export interface WebSocketClientRuntime {
+  /** The request id every session sends; each runtime's own. */
+  requestId: string;
+  /** Opens client sockets; the global `WebSocket` when absent. */
+  createWebSocket?: (url: string) => WebSocket;
+}
+
+/** A runtime that also serves: its serving helper, bound to 127.0.0.1 on an ephemeral port. */
+export interface WebSocketServingRuntime extends WebSocketClientRuntime {
+  serve(target: FetchTarget): Promise<{ url: string; close(): Promise<void> }>;
+}
+
+/** A session with the fake main over `transport`, sending the fixed token and `requestId`. */
+export function fakeSession(transport: RpcTransportFactory, requestId: string) {
+  return abilitySession<FakeApi>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: [],
+    requestToken: () => Promise.resolve(FAKE_TOKEN),
+    transport,
+    requestId,
+  });
+}
+
+/** A session with the fake main at `rpcUrl` over a WebSocket opened the runtime's way. */
+export function fakeWebSocketSession(rpcUrl: string | URL, client: WebSocketClientRuntime) {
+  const options = client.createWebSocket !== undefined
+    ? { createWebSocket: client.createWebSocket }
+    : {};
+  return fakeSession(websocketRpc(rpcUrl, options), client.requestId);
+}
+
+/** Serves `target` with the runtime's helper on 127.0.0.1, runs `run`, and always closes. */
+async function withServed(
+  runtime: WebSocketServingRuntime,
+  target: FetchTarget,
+  run: (url: string) => Promise<void>,
+): Promise<void> {
+  const server = await runtime.serve(target);
+  try {
+    assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    await run(server.url);
+  } finally {
+    await server.close();
+  }
+}
+
+/** One WebSocket session echoes `value` (the server is still healthy). */
+export async function assertEchoesOverWebSocket(
+  rpcUrl: string | URL,
+  client: WebSocketClientRuntime,
+  value: string,
+): Promise<void> {
+  const session = fakeWebSocketSession(rpcUrl, client);
+  try {
+    assert.deepEqual(await session.echo({ value }), { value });
+  } finally {
+    disposeAbilitySession(session);
+  }
+}
+
+/**
+ * One WebSocket session with the fake main at `rpcUrl` authenticates once, echoes, reports its
+ * transport and streams 10 000 items in order; `readRecord` then shows one authenticated session
+ * carrying the request id, and no global `WebSocket` was installed on the way.
+ */
+export async function assertSessionStreams(
+  rpcUrl: string | URL,
+  client: WebSocketClientRuntime,
+  readRecord: () => Promise<FakeMainRecord>,
+): Promise<void> {
+  const globalBefore = (globalThis as { WebSocket?: unknown }).WebSocket;
+  const session = fakeWebSocketSession(rpcUrl, client);
+  try {
+    assert.deepEqual(await session.echo({ value: 'over a socket' }), { value: 'over a socket' });
+    assert.deepEqual(await session.whoami({}), { transport: 'websocket' });
+    assert.equal(await readTicks(await session.ticks({ n: 10_000 })), 10_000);
+  } finally {
+    disposeAbilitySession(session);
+  }
+  const record = await readRecord();
+  assert.equal(record.authenticated.length, 1);
+  assert.equal(record.sessions.length, 1);
+  assert.equal(record.sessions[0].query.request_id, client.requestId);
+  assert.equal((globalThis as { WebSocket?: unknown }).WebSocket, globalBefore);
+}
+
+/** The served fake main: a WebSocket session authenticates, calls and streams 10 000 items. */
+export async function servedSessionStreams(runtime: WebSocketServingRuntime): Promise<void> {
+  const record = newFakeRecord();
+  await withServed(runtime, fakeRpcEndpoint(record), async (url) => {
+    await assertSessionStreams(`${url}/rpc/fake.echo`, runtime, () => Promise.resolve(record));
+  });
+}
+
+/** The served fake main: HTTP-batch sends authenticate and the call in one request. */
+export async function servedBatchPipelines(runtime: WebSocketServingRuntime): Promise<void> {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  await withServed(runtime, endpoint, async (url) => {
+    const session = fakeSession(httpBatchRpc(`${url}/rpc/fake.echo`), runtime.requestId);
+    try {
+      assert.deepEqual(await session.echo({ value: 'batch' }), { value: 'batch' });
+      assert.equal(endpoint.requests.length, 1);
+      assert.equal(record.sessions[0].headers['x-request-id'], runtime.requestId);
+    } finally {
+      disposeAbilitySession(session);
+    }
+  });
+}
+
+/**
+ * The served fake main offers HTTP-batch only: a WebSocket session is refused and never
+ * reaches the main. `probe` first looks at the refusal on the wire where the runtime can.
+ */
+export async function servedUpgradeRefused(
+  runtime: WebSocketServingRuntime,
+  probe?: (url: string) => Promise<void>,
+): Promise<void> {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record, { transports: ['http-batch'] });
+  await withServed(runtime, endpoint, async (url) => {
+    await probe?.(url);
+    const session = fakeWebSocketSession(`${url}/rpc/fake.echo`, runtime);
+    try {
+      await assert.rejects(session.echo({ value: 'refused' }));
+      assert.equal(record.sessions.length, 0);
+    } finally {
+      disposeAbilitySession(session);
+    }
+  });
+}
+
+/** A signing key's public JWKS and its token signer (see `runtimeSigningKey`). */
+export type RuntimeSigningKey = Awaited<ReturnType<typeof runtimeSigningKey>>;
+
+/** The zod service and then the arktype service at `baseUrl` pass the WebSocket criterion. */
+export async function assertBothServicesOverWebSocket(
+  baseUrl: string,
+  key: RuntimeSigningKey,
+  createWebSocket?: (url: string) => WebSocket,
+): Promise<void> {
+  await assertServiceOverWebSocket(baseUrl, 'svc-zod', key.token, createWebSocket);
+  await assertServiceOverWebSocket(baseUrl, 'svc-ark', key.token, createWebSocket);
+}
+
+/** A token minted for svc-ark is refused by svc-zod at `baseUrl` as a capability failure. */
+export async function assertForeignTokenRefused(
+  baseUrl: string,
+  key: RuntimeSigningKey,
+  createWebSocket?: (url: string) => WebSocket,
+): Promise<void> {
+  await assert.rejects(
+    assertServiceOverWebSocket(baseUrl, 'svc-zod', () => key.token('svc-ark'), createWebSocket),
+    (error: unknown) => (error as { code?: string }).code === 'capability_auth',
+  );
+}
+
+/** The real zod and arktype services, served by the runtime, over a WebSocket. */
+export async function servedServicesOverWebSocket(
+  runtime: WebSocketServingRuntime,
+): Promise<void> {
+  const key = await runtimeSigningKey();
+  await withServed(runtime, runtimeServices(key.jwks), async (url) => {
+    await assertBothServicesOverWebSocket(url, key, runtime.createWebSocket);
+  });
+}
+
+/** The real services, served by the runtime, refuse a token for another service. */
+export async function servedForeignTokenRefused(runtime: WebSocketServingRuntime): Promise<void> {
+  const key = await runtimeSigningKey();
+  await withServed(runtime, runtimeServices(key.jwks), async (url) => {
+    await assertForeignTokenRefused(url, key, runtime.createWebSocket);
+  });
+}
