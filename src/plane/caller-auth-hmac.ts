@@ -9,9 +9,8 @@
  * @module
  */
 import { decodeBase64Url } from '../core/base64url.ts';
-import { SvcConfigurationError } from '../core/errors.ts';
 import type { HmacSha256Key } from '../core/sha256.ts';
-import { createEventLog, type SvcEventLog, type SvcLogOption } from '../core/logging.ts';
+import type { SvcLogOption } from '../core/logging.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import {
   HMAC_CALLER_AUTH_SCHEME,
@@ -25,11 +24,18 @@ import {
 } from '../service/token-request-signing.ts';
 import {
   type AuthenticatedCaller,
-  type CallerAuthContext,
   type CallerAuthenticator,
-  CallerAuthError,
   parseAuthorization,
 } from './caller-auth.ts';
+import {
+  boundedIntegerOption,
+  CallerAuthRefusal,
+  type ConfigurationRefuser,
+  configurationRefuser,
+  once,
+  refusalLoggingAuthenticator,
+  registeredClients,
+} from './caller-auth-scheme.ts';
 
 export {
   HMAC_CALLER_AUTH_SCHEME,
@@ -77,58 +83,23 @@ interface RegisteredClient {
   key: () => Promise<HmacSha256Key>;
 }
 
-function refuseConfig(message: string): never {
-  throw new SvcConfigurationError(`hmacServiceClientAuth: ${message}`, {
-    reason: 'invalid_caller_auth',
-  });
-}
+const refuseConfig: ConfigurationRefuser = configurationRefuser('hmacServiceClientAuth');
 
-/** Imports a key on first use and keeps it: one import per client for the life of the plane. */
-function importedOnce(secret: string, label: string): () => Promise<HmacSha256Key> {
-  let key: Promise<HmacSha256Key> | undefined;
-  return () => (key ??= importHmacClientSecret(secret, label));
-}
-
-function registeredClients(clients: unknown): Map<string, RegisteredClient> {
-  if (clients === null || typeof clients !== 'object' || Array.isArray(clients)) {
-    refuseConfig('`clients` must be an object of { serviceId, secret } by client id');
-  }
-  // A Map, so a client id such as `constructor` or `__proto__` never reaches a prototype.
-  const registered = new Map<string, RegisteredClient>();
-  for (const [clientId, client] of Object.entries(clients as Record<string, unknown>)) {
-    if (!isWellFormedClientId(clientId)) {
-      refuseConfig(`client id ${JSON.stringify(clientId)} is not 1..200 visible ASCII characters`);
-    }
-    const { serviceId, secret } = (client ?? {}) as Partial<HmacServiceClient>;
-    if (typeof serviceId !== 'string' || serviceId.length === 0) {
-      refuseConfig(`client ${clientId} needs a non-empty serviceId`);
-    }
+function hmacClients(clients: unknown): Map<string, RegisteredClient> {
+  return registeredClients(clients, '{ serviceId, secret }', refuseConfig, (clientId, client) => {
+    const { secret } = client;
     if (typeof secret !== 'string' || secret.length === 0) {
       refuseConfig(`client ${clientId} needs a non-empty secret`);
     }
-    registered.set(clientId, {
-      serviceId,
-      key: importedOnce(secret, `hmacServiceClientAuth: client ${clientId}`),
-    });
-  }
-  return registered;
-}
-
-function skewSeconds(value: unknown): number {
-  if (value === undefined) return DEFAULT_HMAC_MAX_SKEW_SECONDS;
-  if (
-    typeof value !== 'number' || !Number.isInteger(value) || value < 1 ||
-    value > MAX_HMAC_MAX_SKEW_SECONDS
-  ) {
-    refuseConfig(`\`maxSkewSeconds\` must be an integer in 1..${MAX_HMAC_MAX_SKEW_SECONDS}`);
-  }
-  return value;
+    const label = `hmacServiceClientAuth: client ${clientId}`;
+    return { key: once(() => importHmacClientSecret(secret, label)) };
+  });
 }
 
 /** One refusal: the error for the caller and the event fields for the log. */
-class HmacRefusal extends CallerAuthError {
-  constructor(reason: string, message: string, readonly clientId?: string) {
-    super(message, { reason, challenge: CHALLENGE });
+class HmacRefusal extends CallerAuthRefusal {
+  constructor(reason: string, message: string, clientId?: string) {
+    super(reason, message, CHALLENGE, clientId);
   }
 }
 
@@ -186,20 +157,15 @@ function signatureFrom(value: string): Uint8Array {
  */
 export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): CallerAuthenticator {
   if (options === null || typeof options !== 'object') refuseConfig('options object required');
-  const clients = registeredClients(options.clients);
-  const maxSkew = skewSeconds(options.maxSkewSeconds);
-  const log: SvcEventLog = createEventLog(options.log, 'hmacServiceClientAuth: `log`');
+  const clients = hmacClients(options.clients);
+  const maxSkew = boundedIntegerOption(
+    options.maxSkewSeconds,
+    DEFAULT_HMAC_MAX_SKEW_SECONDS,
+    MAX_HMAC_MAX_SKEW_SECONDS,
+    'maxSkewSeconds',
+    refuseConfig,
+  );
   const now = options.now ?? Date.now;
-
-  function emit(reason: string, context: CallerAuthContext, clientId?: string): void {
-    log({
-      event: HMAC_UNAUTHORIZED_EVENT,
-      level: 'warn',
-      ...(context.requestId !== undefined ? { requestId: context.requestId } : {}),
-      reason,
-      ...(clientId !== undefined ? { clientId } : {}),
-    }, context.requestContext);
-  }
 
   async function verify(request: Request, body: Uint8Array): Promise<AuthenticatedCaller> {
     const { value } = parseAuthorization(request.headers.get('Authorization'), CHALLENGE);
@@ -222,22 +188,12 @@ export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): Ca
     return { clientId, serviceId: client.serviceId };
   }
 
-  return {
+  return refusalLoggingAuthenticator({
     scheme: HMAC_CALLER_AUTH_SCHEME,
     challenge: CHALLENGE,
-    async authenticate(request, body, context) {
-      try {
-        return await verify(request, body);
-      } catch (error) {
-        // Anything that is not a refusal is the plane's own failure: logged, then surfaced as is.
-        const refusal = error instanceof HmacRefusal ? error : undefined;
-        const reason = error instanceof CallerAuthError ? error.reason! : 'verification_failed';
-        emit(reason, context, refusal?.clientId);
-        throw error;
-      }
-    },
-    reportRefusal(reason, context) {
-      emit(reason, context);
-    },
-  };
+    event: HMAC_UNAUTHORIZED_EVENT,
+    log: options.log,
+    logLabel: 'hmacServiceClientAuth: `log`',
+    verify,
+  });
 }

@@ -12,11 +12,9 @@
  */
 import { decodeBase64Url, isCanonicalBase64Url } from '../core/base64url.ts';
 import { capabilityKeyThumbprint } from '../core/capability-token.ts';
-import { SvcConfigurationError } from '../core/errors.ts';
-import { createEventLog, type SvcEventLog, type SvcLogOption } from '../core/logging.ts';
+import type { SvcLogOption } from '../core/logging.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import {
-  isWellFormedClientId,
   JWK_CALLER_ASSERTION_TYP,
   JWK_CALLER_AUTH_SCHEME,
   MAX_JWK_ASSERTION_TTL_SECONDS,
@@ -27,9 +25,17 @@ import {
   type AuthenticatedCaller,
   type CallerAuthContext,
   type CallerAuthenticator,
-  CallerAuthError,
   parseAuthorization,
 } from './caller-auth.ts';
+import {
+  boundedIntegerOption,
+  CallerAuthRefusal,
+  type ConfigurationRefuser,
+  configurationRefuser,
+  once,
+  refusalLoggingAuthenticator,
+  registeredClients,
+} from './caller-auth-scheme.ts';
 
 export {
   JWK_CALLER_ASSERTION_TYP,
@@ -87,16 +93,7 @@ interface RegisteredClient {
   keys: Map<string, RegisteredKey>;
 }
 
-function refuseConfig(message: string): never {
-  throw new SvcConfigurationError(`jwkServiceClientAuth: ${message}`, {
-    reason: 'invalid_caller_auth',
-  });
-}
-
-function once<T>(make: () => Promise<T>): () => Promise<T> {
-  let value: Promise<T> | undefined;
-  return () => (value ??= make());
-}
+const refuseConfig: ConfigurationRefuser = configurationRefuser('jwkServiceClientAuth');
 
 function isCoordinate(value: unknown): value is string {
   return typeof value === 'string' && value.length === COORDINATE_LENGTH &&
@@ -139,19 +136,9 @@ function registeredKey(jwk: unknown, where: string): [string, RegisteredKey] {
   }];
 }
 
-function registeredClients(clients: unknown): Map<string, RegisteredClient> {
-  if (clients === null || typeof clients !== 'object' || Array.isArray(clients)) {
-    refuseConfig('`clients` must be an object of { serviceId, keys } by client id');
-  }
-  const registered = new Map<string, RegisteredClient>();
-  for (const [clientId, client] of Object.entries(clients as Record<string, unknown>)) {
-    if (!isWellFormedClientId(clientId)) {
-      refuseConfig(`client id ${JSON.stringify(clientId)} is not 1..200 visible ASCII characters`);
-    }
-    const { serviceId, keys } = (client ?? {}) as Partial<JwkServiceClient>;
-    if (typeof serviceId !== 'string' || serviceId.length === 0) {
-      refuseConfig(`client ${clientId} needs a non-empty serviceId`);
-    }
+function jwkClients(clients: unknown): Map<string, RegisteredClient> {
+  return registeredClients(clients, '{ serviceId, keys }', refuseConfig, (clientId, client) => {
+    const { keys } = client;
     if (!Array.isArray(keys) || keys.length === 0) {
       refuseConfig(`client ${clientId} needs at least one public key`);
     }
@@ -161,28 +148,14 @@ function registeredClients(clients: unknown): Map<string, RegisteredClient> {
       if (byKid.has(kid)) refuseConfig(`client ${clientId} registers kid ${kid} twice`);
       byKid.set(kid, key);
     });
-    registered.set(clientId, { serviceId, keys: byKid });
-  }
-  return registered;
-}
-
-function assertionTtl(value: unknown): number {
-  if (value === undefined) return MAX_JWK_ASSERTION_TTL_SECONDS;
-  if (
-    typeof value !== 'number' || !Number.isInteger(value) || value < 1 ||
-    value > MAX_JWK_ASSERTION_TTL_SECONDS
-  ) {
-    refuseConfig(
-      `\`maxAssertionTtlSeconds\` must be an integer in 1..${MAX_JWK_ASSERTION_TTL_SECONDS}`,
-    );
-  }
-  return value;
+    return { keys: byKid };
+  });
 }
 
 /** One refusal: the error for the caller plus the registered client id for the log. */
-class JwkRefusal extends CallerAuthError {
-  constructor(reason: string, message: string, readonly clientId?: string) {
-    super(message, { reason, challenge: CHALLENGE });
+class JwkRefusal extends CallerAuthRefusal {
+  constructor(reason: string, message: string, clientId?: string) {
+    super(reason, message, CHALLENGE, clientId);
   }
 }
 
@@ -320,20 +293,15 @@ async function checkRequestBinding(
  */
 export function jwkServiceClientAuth(options: JwkServiceClientAuthOptions): CallerAuthenticator {
   if (options === null || typeof options !== 'object') refuseConfig('options object required');
-  const clients = registeredClients(options.clients);
-  const maxTtl = assertionTtl(options.maxAssertionTtlSeconds);
-  const log: SvcEventLog = createEventLog(options.log, 'jwkServiceClientAuth: `log`');
+  const clients = jwkClients(options.clients);
+  const maxTtl = boundedIntegerOption(
+    options.maxAssertionTtlSeconds,
+    MAX_JWK_ASSERTION_TTL_SECONDS,
+    MAX_JWK_ASSERTION_TTL_SECONDS,
+    'maxAssertionTtlSeconds',
+    refuseConfig,
+  );
   const now = options.now ?? Date.now;
-
-  function emit(reason: string, context: CallerAuthContext, clientId?: string): void {
-    log({
-      event: JWK_UNAUTHORIZED_EVENT,
-      level: 'warn',
-      ...(context.requestId !== undefined ? { requestId: context.requestId } : {}),
-      reason,
-      ...(clientId !== undefined ? { clientId } : {}),
-    }, context.requestContext);
-  }
 
   async function verify(
     request: Request,
@@ -383,22 +351,12 @@ export function jwkServiceClientAuth(options: JwkServiceClientAuthOptions): Call
     return { clientId: id, serviceId: client.serviceId, confirmationJkt: await key.thumbprint() };
   }
 
-  return {
+  return refusalLoggingAuthenticator({
     scheme: JWK_CALLER_AUTH_SCHEME,
     challenge: CHALLENGE,
-    async authenticate(request, body, context) {
-      try {
-        return await verify(request, body, context);
-      } catch (error) {
-        // Anything that is not a refusal is the plane's own failure: logged, then surfaced as is.
-        const refusal = error instanceof JwkRefusal ? error : undefined;
-        const reason = error instanceof CallerAuthError ? error.reason! : 'verification_failed';
-        emit(reason, context, refusal?.clientId);
-        throw error;
-      }
-    },
-    reportRefusal(reason, context) {
-      emit(reason, context);
-    },
-  };
+    event: JWK_UNAUTHORIZED_EVENT,
+    log: options.log,
+    logLabel: 'jwkServiceClientAuth: `log`',
+    verify,
+  });
 }

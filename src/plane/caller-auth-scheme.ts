@@ -1,0 +1,147 @@
+/**
+ * What the built-in caller authenticators (HMAC and JWK) share around their own verification:
+ * refusing bad configuration, the registry of clients by id, the refusal that remembers which
+ * registered client it concerns, and the `warn` event every refusal emits.
+ *
+ * @module
+ */
+import { SvcConfigurationError } from '../core/errors.ts';
+import { createEventLog, type SvcLogOption } from '../core/logging.ts';
+import { isWellFormedClientId } from '../service/token-request-signing.ts';
+import {
+  type AuthenticatedCaller,
+  type CallerAuthContext,
+  type CallerAuthenticator,
+  CallerAuthError,
+} from './caller-auth.ts';
+
+/** Throws a configuration error whose message starts with the authenticator's name. */
+export type ConfigurationRefuser = (message: string) => never;
+
+/** A refuser for the authenticator named `label` (e.g. `hmacServiceClientAuth`). */
+export function configurationRefuser(label: string): ConfigurationRefuser {
+  return (message) => {
+    throw new SvcConfigurationError(`${label}: ${message}`, { reason: 'invalid_caller_auth' });
+  };
+}
+
+/** Runs `make` on first use and keeps its promise: one key import for the life of the plane. */
+export function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let value: Promise<T> | undefined;
+  return () => (value ??= make());
+}
+
+/** An optional integer option in `1..max`; `fallback` when absent. */
+export function boundedIntegerOption(
+  value: unknown,
+  fallback: number,
+  max: number,
+  name: string,
+  refuse: ConfigurationRefuser,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    refuse(`\`${name}\` must be an integer in 1..${max}`);
+  }
+  return value;
+}
+
+/**
+ * Checks a `clients` option (an object by client id, each with a non-empty `serviceId`) and
+ * returns it as a Map, so a client id such as `constructor` or `__proto__` never reaches a
+ * prototype. `register` checks and prepares the scheme's own credentials of one client.
+ */
+export function registeredClients<Credentials>(
+  clients: unknown,
+  shape: string,
+  refuse: ConfigurationRefuser,
+  register: (clientId: string, client: Record<string, unknown>) => Credentials,
+): Map<string, { serviceId: string } & Credentials> {
+  if (clients === null || typeof clients !== 'object' || Array.isArray(clients)) {
+    refuse(`\`clients\` must be an object of ${shape} by client id`);
+  }
+  const registered = new Map<string, { serviceId: string } & Credentials>();
+  for (const [clientId, client] of Object.entries(clients as Record<string, unknown>)) {
+    if (!isWellFormedClientId(clientId)) {
+      refuse(`client id ${JSON.stringify(clientId)} is not 1..200 visible ASCII characters`);
+    }
+    const fields = (client ?? {}) as Record<string, unknown>;
+    const serviceId = fields.serviceId;
+    if (typeof serviceId !== 'string' || serviceId.length === 0) {
+      refuse(`client ${clientId} needs a non-empty serviceId`);
+    }
+    registered.set(clientId, { serviceId, ...register(clientId, fields) });
+  }
+  return registered;
+}
+
+/** One refusal: the error for the caller plus, once known, the registered client for the log. */
+export class CallerAuthRefusal extends CallerAuthError {
+  constructor(
+    reason: string,
+    message: string,
+    challenge: string,
+    readonly clientId?: string,
+  ) {
+    super(message, { reason, challenge });
+  }
+}
+
+/** The parts of a built-in authenticator that differ from one scheme to another. */
+export interface RefusalLoggingAuthenticatorInput {
+  /** The `Authorization` scheme. */
+  scheme: string;
+  /** The `WWW-Authenticate` challenge of its refusals. */
+  challenge: string;
+  /** The event every refusal emits. */
+  event: string;
+  /** The `log` option and the label that names it in a configuration error. */
+  log: SvcLogOption;
+  logLabel: string;
+  /** The scheme's verification: returns the caller or throws a refusal. */
+  verify(
+    request: Request,
+    body: Uint8Array,
+    context: CallerAuthContext,
+  ): Promise<AuthenticatedCaller>;
+}
+
+/**
+ * A caller authenticator around `verify` whose every refusal emits `event` at level `warn` with
+ * `requestId`, `reason` and, for a {@link CallerAuthRefusal} naming one, `clientId`. Anything
+ * `verify` throws that is not a refusal is the plane's own failure: logged with reason
+ * `verification_failed`, then surfaced as is.
+ */
+export function refusalLoggingAuthenticator(
+  input: RefusalLoggingAuthenticatorInput,
+): CallerAuthenticator {
+  const log = createEventLog(input.log, input.logLabel);
+
+  function emit(reason: string, context: CallerAuthContext, clientId?: string): void {
+    log({
+      event: input.event,
+      level: 'warn',
+      ...(context.requestId !== undefined ? { requestId: context.requestId } : {}),
+      reason,
+      ...(clientId !== undefined ? { clientId } : {}),
+    }, context.requestContext);
+  }
+
+  return {
+    scheme: input.scheme,
+    challenge: input.challenge,
+    async authenticate(request, body, context) {
+      try {
+        return await input.verify(request, body, context);
+      } catch (error) {
+        const refusal = error instanceof CallerAuthRefusal ? error : undefined;
+        const reason = error instanceof CallerAuthError ? error.reason! : 'verification_failed';
+        emit(reason, context, refusal?.clientId);
+        throw error;
+      }
+    },
+    reportRefusal(reason, context) {
+      emit(reason, context);
+    },
+  };
+}
