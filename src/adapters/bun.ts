@@ -8,13 +8,15 @@
  *
  * @module
  */
-import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import {
-  CONNECTION_HEADERS,
-  DEFAULT_SERVE_HOSTNAME,
+  deferredWebSocketUpgrade,
   type FetchTarget,
+  forEachForwardableHeader,
+  MAX_WEBSOCKET_PAYLOAD_BYTES,
+  resolveServeOptions,
   type ServedServer,
-  servedUrl,
+  servedServer,
   type ServeOptions,
 } from './serve-target.ts';
 
@@ -53,9 +55,6 @@ interface BunRuntime {
     };
   }): BunServer;
 }
-
-/** Largest WebSocket message accepted, in bytes (Cap'n Web's own message limit applies too). */
-const MAX_WEBSOCKET_PAYLOAD_BYTES = 32 * 1024 * 1024;
 
 type Listener = (event: Record<string, unknown>) => void;
 
@@ -105,9 +104,7 @@ function bunRuntime(): BunRuntime {
 
 function handshakeHeaders(response: Response): Headers {
   const headers = new Headers();
-  response.headers.forEach((value, name) => {
-    if (!CONNECTION_HEADERS.has(name)) headers.set(name, value);
-  });
+  forEachForwardableHeader(response.headers, (value, name) => headers.set(name, value));
   return headers;
 }
 
@@ -119,25 +116,17 @@ export async function serveBun(
   target: FetchTarget,
   options: ServeOptions = {},
 ): Promise<ServedServer> {
-  const hostname = options.hostname ?? DEFAULT_SERVE_HOSTNAME;
-  const userEnv = options.env ?? {};
+  const { hostname, port, env: userEnv } = resolveServeOptions(options);
   const adapters = new Set<BunWebSocketAdapter>();
   const server = bunRuntime().serve({
-    port: options.port ?? 0,
+    port,
     hostname,
     async fetch(request, bunServer) {
-      let accepted: ((socket: WebSocket) => void) | undefined;
-      const upgrader: WebSocketUpgrader = {
-        upgrade(_request, _runtime, accept) {
-          accepted = accept;
-          // Stands for the 101 Bun writes once the target returns.
-          return new Response(null, { status: 200 });
-        },
-      };
-      const env = withWebSocketUpgrader({ ...userEnv, server: bunServer }, upgrader);
+      const upgrade = deferredWebSocketUpgrade();
+      const env = withWebSocketUpgrader({ ...userEnv, server: bunServer }, upgrade.upgrader);
       const response = await target.fetch(request, env);
-      const accept = accepted;
-      if (accept === undefined || response.status !== 200) return response;
+      const accept = upgrade.acceptedBy(response);
+      if (accept === undefined) return response;
       const upgraded = bunServer.upgrade(request, {
         data: { accept },
         headers: handshakeHeaders(response),
@@ -166,16 +155,8 @@ export async function serveBun(
       },
     },
   });
-  let closing: Promise<void> | undefined;
-  return {
-    url: servedUrl(hostname, server.port),
-    port: server.port,
-    close() {
-      closing ??= (async () => {
-        for (const adapter of adapters) adapter.close(1001, 'server closing');
-        await server.stop(true);
-      })();
-      return closing;
-    },
-  };
+  return servedServer(hostname, server.port, async () => {
+    for (const adapter of adapters) adapter.close(1001, 'server closing');
+    await server.stop(true);
+  });
 }

@@ -9,10 +9,10 @@
  */
 import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import {
-  DEFAULT_SERVE_HOSTNAME,
   type FetchTarget,
+  resolveServeOptions,
   type ServedServer,
-  servedUrl,
+  servedServer,
   type ServeOptions,
 } from './serve-target.ts';
 
@@ -56,8 +56,7 @@ export async function serveDeno(
   target: FetchTarget,
   options: ServeOptions = {},
 ): Promise<ServedServer> {
-  const hostname = options.hostname ?? DEFAULT_SERVE_HOSTNAME;
-  const userEnv = options.env ?? {};
+  const { hostname, port, env: userEnv } = resolveServeOptions(options);
   const sockets = new Set<WebSocket>();
   // Tracks sockets so close() can end them: a graceful shutdown waits for open connections.
   const trackingUpgrader: WebSocketUpgrader = {
@@ -72,22 +71,13 @@ export async function serveDeno(
   let listening!: () => void;
   const ready = new Promise<void>((resolve) => (listening = resolve));
   const server = denoRuntime().serve(
-    { port: options.port ?? 0, hostname, onListen: () => listening() },
+    { port, hostname, onListen: () => listening() },
     (request, info) =>
       target.fetch(request, withWebSocketUpgrader({ ...userEnv, info }, trackingUpgrader)),
   );
   await ready;
-  const port = server.addr.port;
-  let closing: Promise<void> | undefined;
-  return {
-    url: servedUrl(hostname, port),
-    port,
-    close() {
-      closing ??= (async () => {
-        for (const socket of sockets) socket.close(1001, 'server closing');
-        await server.shutdown();
-      })();
-      return closing;
-    },
-  };
+  return servedServer(hostname, server.addr.port, async () => {
+    for (const socket of sockets) socket.close(1001, 'server closing');
+    await server.shutdown();
+  });
 }

@@ -14,20 +14,19 @@ import { createAdaptorServer } from '@hono/node-server';
 import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
-import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import {
-  CONNECTION_HEADERS,
-  DEFAULT_SERVE_HOSTNAME,
+  deferredWebSocketUpgrade,
   type FetchTarget,
+  forEachForwardableHeader,
+  MAX_WEBSOCKET_PAYLOAD_BYTES,
+  resolveServeOptions,
   type ServedServer,
-  servedUrl,
+  servedServer,
   type ServeOptions,
 } from './serve-target.ts';
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
-
-/** Largest WebSocket message accepted, in bytes (Cap'n Web's own message limit applies too). */
-const MAX_WEBSOCKET_PAYLOAD_BYTES = 32 * 1024 * 1024;
 
 /** Largest refusal body written back on an upgrade connection. */
 const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
@@ -64,9 +63,7 @@ async function writeRefusal(socket: Duplex, response: Response): Promise<void> {
     'Connection: close',
     `Content-Length: ${body.byteLength}`,
   ];
-  response.headers.forEach((value, name) => {
-    if (!CONNECTION_HEADERS.has(name)) lines.push(`${name}: ${value}`);
-  });
+  forEachForwardableHeader(response.headers, (value, name) => lines.push(`${name}: ${value}`));
   const head = new TextEncoder().encode(`${lines.join('\r\n')}\r\n\r\n`);
   const message = new Uint8Array(head.byteLength + body.byteLength);
   message.set(head);
@@ -93,25 +90,21 @@ async function handleUpgrade(
   head: Buffer,
 ): Promise<void> {
   socket.on('error', () => socket.destroy());
-  let accepted: ((socket: WebSocket) => void) | undefined;
-  const upgrader: WebSocketUpgrader = {
-    upgrade(_request, _runtime, accept) {
-      accepted = accept;
-      // Stands for the 101 the helper writes once the target returns.
-      return new Response(null, { status: 200 });
-    },
-  };
+  const upgrade = deferredWebSocketUpgrade();
   let response: Response;
   try {
     const request = upgradeRequestFrom(incoming);
-    const env = withWebSocketUpgrader({ ...context.env, incoming, outgoing: undefined }, upgrader);
+    const env = withWebSocketUpgrader(
+      { ...context.env, incoming, outgoing: undefined },
+      upgrade.upgrader,
+    );
     response = await context.target.fetch(request, env);
   } catch {
     await writeRefusal(socket, new Response('Bad upgrade request', { status: 400 }));
     return;
   }
-  const accept = accepted;
-  if (accept === undefined || response.status !== 200) {
+  const accept = upgrade.acceptedBy(response);
+  if (accept === undefined) {
     await writeRefusal(socket, response);
     return;
   }
@@ -153,9 +146,9 @@ export function attachWebSocketUpgrades(
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES });
   const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
   wss.on('headers', (lines: string[], incoming: IncomingMessage) => {
-    handshakeHeaders.get(incoming)?.forEach((value, name) => {
-      if (!CONNECTION_HEADERS.has(name)) lines.push(`${name}: ${value}`);
-    });
+    const headers = handshakeHeaders.get(incoming);
+    if (headers === undefined) return;
+    forEachForwardableHeader(headers, (value, name) => lines.push(`${name}: ${value}`));
   });
   const context: UpgradeContext = { target, env: options.env ?? {}, wss, handshakeHeaders };
   const onUpgrade = (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -179,8 +172,7 @@ export async function serveNode(
   target: FetchTarget,
   options: ServeOptions = {},
 ): Promise<ServedServer> {
-  const hostname = options.hostname ?? DEFAULT_SERVE_HOSTNAME;
-  const userEnv = options.env ?? {};
+  const { hostname, port: requestedPort, env: userEnv } = resolveServeOptions(options);
   const server = createAdaptorServer({
     hostname,
     // Replacing the global Request/Response would change the application's behaviour.
@@ -188,18 +180,11 @@ export async function serveNode(
     fetch: (request, nodeEnv) => target.fetch(request, { ...userEnv, ...nodeEnv }),
   }) as Server;
   const upgrades = attachWebSocketUpgrades(server, target, { env: userEnv });
-  const port = await listen(server, options.port ?? 0, hostname);
-  let closing: Promise<void> | undefined;
-  return {
-    url: servedUrl(hostname, port),
-    port,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        upgrades.close();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-      return closing;
-    },
-  };
+  const port = await listen(server, requestedPort, hostname);
+  return servedServer(hostname, port, () =>
+    new Promise<void>((resolve) => {
+      upgrades.close();
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }));
 }

@@ -1,9 +1,11 @@
 /**
- * The shapes every serving helper shares: what it serves (any `fetch(request, env?, ctx?)`
- * object, such as a service or a control plane), its options and what it returns.
+ * What every serving helper shares: what it serves (any `fetch(request, env?, ctx?)` object,
+ * such as a service or a control plane), its options and their defaults, what it returns, and
+ * the WebSocket upgrade plumbing of the helpers that complete a handshake themselves.
  *
  * @module
  */
+import type { WebSocketUpgrader } from '../service/websocket-upgrade.ts';
 
 /** Anything with a fetch handler: a service, a control plane, a Hono app. */
 export interface FetchTarget {
@@ -33,6 +35,45 @@ export interface ServedServer {
 /** Default interface of every serving helper: loopback, never every interface by accident. */
 export const DEFAULT_SERVE_HOSTNAME = '127.0.0.1';
 
+/** Largest WebSocket message accepted, in bytes (Cap'n Web's own message limit applies too). */
+export const MAX_WEBSOCKET_PAYLOAD_BYTES = 32 * 1024 * 1024;
+
+/** {@link ServeOptions} with their defaults applied. */
+export interface ResolvedServeOptions {
+  hostname: string;
+  port: number;
+  env: Record<string, unknown>;
+}
+
+/** Applies the defaults: loopback, an ephemeral port, no extra `env` fields. */
+export function resolveServeOptions(options: ServeOptions): ResolvedServeOptions {
+  return {
+    hostname: options.hostname ?? DEFAULT_SERVE_HOSTNAME,
+    port: options.port ?? 0,
+    env: options.env ?? {},
+  };
+}
+
+/**
+ * The running server bound to `hostname` and `port`: `close()` runs `stop` once and every later
+ * call returns that same promise.
+ */
+export function servedServer(
+  hostname: string,
+  port: number,
+  stop: () => Promise<void>,
+): ServedServer {
+  let closing: Promise<void> | undefined;
+  return {
+    url: servedUrl(hostname, port),
+    port,
+    close() {
+      closing ??= stop();
+      return closing;
+    },
+  };
+}
+
 /** The base URL of a server bound to `hostname` and `port` (IPv6 literals bracketed). */
 export function servedUrl(hostname: string, port: number): string {
   const host = hostname.includes(':') && !hostname.startsWith('[') ? `[${hostname}]` : hostname;
@@ -57,3 +98,44 @@ export const CONNECTION_HEADERS: ReadonlySet<string> = new Set([
   'sec-websocket-extensions',
   'sec-websocket-protocol',
 ]);
+
+/** Calls `visit` for each header of `headers` that is not a {@link CONNECTION_HEADERS} one. */
+export function forEachForwardableHeader(
+  headers: Headers,
+  visit: (value: string, name: string) => void,
+): void {
+  headers.forEach((value, name) => {
+    if (!CONNECTION_HEADERS.has(name)) visit(value, name);
+  });
+}
+
+/**
+ * An upgrade the serving helper completes itself once the target returned, so the target's
+ * response headers ride on the `101`: the upgrader only records that the target accepted.
+ */
+export interface DeferredWebSocketUpgrade {
+  /** The upgrader to put in the target's `env`. */
+  upgrader: WebSocketUpgrader;
+  /**
+   * The accepted session's socket consumer when the target accepted and answered with the
+   * `200` that stands for the `101`; `undefined` when `response` is a refusal to write back.
+   */
+  acceptedBy(response: Response): ((socket: WebSocket) => void) | undefined;
+}
+
+/** A fresh {@link DeferredWebSocketUpgrade} for one request. */
+export function deferredWebSocketUpgrade(): DeferredWebSocketUpgrade {
+  let accepted: ((socket: WebSocket) => void) | undefined;
+  return {
+    upgrader: {
+      upgrade(_request, _runtime, accept) {
+        accepted = accept;
+        // Stands for the 101 the helper writes once the target returns.
+        return new Response(null, { status: 200 });
+      },
+    },
+    acceptedBy(response) {
+      return response.status === 200 ? accepted : undefined;
+    },
+  };
+}
