@@ -8,8 +8,8 @@ import { Hono } from 'hono';
 import { CapabilityAuthError } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog } from '../core/logging.ts';
-import { problemFromError, problemResponse } from '../core/problem.ts';
 import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+import { contextRequestId, installRequestIdAndProblemJson } from '../service/problem-json-app.ts';
 import type { AuthenticatedCaller } from './caller-auth.ts';
 import { createCatalog } from './catalog.ts';
 import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-plane-options.ts';
@@ -93,22 +93,9 @@ export function createControlPlane(options: ControlPlaneOptions) {
   const jwksHeaders = httpCacheHeaders(resolved.httpCache, ['svc:jwks']);
   const app = new Hono();
 
-  app.use('*', async (c, next) => {
-    const requestId = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ?? generateRequestId();
-    c.set('requestId' as never, requestId as never);
-    try {
-      await next();
-    } catch (error) {
-      c.res = problemFromError(error, requestId);
-    }
-    if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
+  installRequestIdAndProblemJson(app, {
+    requestIdOf: (c) => acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ?? generateRequestId(),
   });
-
-  // Hono answers a handler's throw itself (plain text, logged to the console) unless told
-  // otherwise: every plane error leaves as problem+json instead.
-  app.onError((error, c) =>
-    problemFromError(error, (c.get('requestId' as never) as string) ?? generateRequestId())
-  );
 
   app.get(JWKS_PATH, async (c) => {
     const authority = await (staticAuthority ?? authorityFor(c.env));
@@ -119,18 +106,7 @@ export function createControlPlane(options: ControlPlaneOptions) {
 
   app.all(
     CAPABILITY_TOKEN_PATH,
-    (c) => tokenEndpoint(c.req.raw, c.get('requestId' as never) as string, c),
-  );
-
-  app.notFound((c) =>
-    problemResponse({
-      status: 404,
-      code: 'internal',
-      detail: 'No such route',
-      retryable: false,
-      reason: 'not_found',
-      requestId: c.get('requestId' as never) as string,
-    })
+    (c) => tokenEndpoint(c.req.raw, contextRequestId(c), c),
   );
 
   const sessions = createInProcessSessions({

@@ -8,7 +8,6 @@ import { type Context, Hono } from 'hono';
 import { applyTimeoutPolicy } from '../core/deadline.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog, type SvcLogEvent } from '../core/logging.ts';
-import { problemFromError, problemResponse } from '../core/problem.ts';
 import {
   acceptRequestId,
   generateRequestId,
@@ -19,6 +18,7 @@ import { type AbilityDefinition, assertUniqueProjections } from './ability.ts';
 import { AbilityGateway } from './ability-gateway.ts';
 import { type ServiceDiscoveryDocument, serviceDiscoveryDocument } from './discovery.ts';
 import { readInboundMetadata } from './inbound-metadata.ts';
+import { contextRequestId, installRequestIdAndProblemJson } from './problem-json-app.ts';
 import { beginLogEventCollection, recordLogEvent } from './log-events.ts';
 import { serveRpc } from './rpc-serve.ts';
 import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
@@ -74,41 +74,30 @@ export function createService(options: ServiceOptions): SvcService {
 
   const app = new Hono();
 
-  app.use('*', async (c, next) => {
-    beginLogEventCollection(c);
-    const incoming = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
-      acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM));
-    // Only a custom generator's output needs checking; the default one is well formed.
-    const requestId = incoming ??
-      (generateId === generateRequestId
-        ? generateRequestId()
-        : acceptRequestId(generateId()) ?? generateRequestId());
-    c.set('requestId' as never, requestId as never);
-    const started = Date.now();
-    try {
-      await next();
-    } catch (error) {
-      c.res = problemFromError(error, requestId);
-    }
-    // A 101 response cannot take headers on every runtime; the id travelled in the query.
-    if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
-    const status = c.res.status;
-    emit(c, {
-      event: status >= 500 ? 'svc.request.failed' : 'svc.request.completed',
-      level: status >= 500 ? 'error' : 'info',
-      requestId,
-      method: c.req.method,
-      path: c.req.path,
-      status,
-      durationMs: Date.now() - started,
-    });
+  installRequestIdAndProblemJson(app, {
+    begin: beginLogEventCollection,
+    requestIdOf(c) {
+      const incoming = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
+        acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM));
+      // Only a custom generator's output needs checking; the default one is well formed.
+      return incoming ??
+        (generateId === generateRequestId
+          ? generateRequestId()
+          : acceptRequestId(generateId()) ?? generateRequestId());
+    },
+    end(c, requestId, startedAt) {
+      const status = c.res.status;
+      emit(c, {
+        event: status >= 500 ? 'svc.request.failed' : 'svc.request.completed',
+        level: status >= 500 ? 'error' : 'info',
+        requestId,
+        method: c.req.method,
+        path: c.req.path,
+        status,
+        durationMs: Date.now() - startedAt,
+      });
+    },
   });
-
-  // Hono answers a throw in middleware or a route itself (plain text, the error logged to the
-  // console whatever `logger` says) unless told otherwise: leave as problem+json instead.
-  app.onError((error, c) =>
-    problemFromError(error, (c.get('requestId' as never) as string) ?? generateRequestId())
-  );
 
   for (const middleware of resolved.middleware) app.use('*', middleware);
 
@@ -116,7 +105,7 @@ export function createService(options: ServiceOptions): SvcService {
     emit(c, {
       event: 'svc.discovery.served',
       level: 'info',
-      requestId: c.get('requestId' as never) as string,
+      requestId: contextRequestId(c),
     });
     return new Response(documentBody, {
       headers: { 'Content-Type': 'application/json', ...discoveryHeaders },
@@ -131,7 +120,7 @@ export function createService(options: ServiceOptions): SvcService {
       const budgetMs = applyTimeoutPolicy(metadata.budgetMs, resolved.timeoutPolicy, {
         perCallTransport: transport === 'http-batch',
       });
-      const requestId = c.get('requestId' as never) as string;
+      const requestId = contextRequestId(c);
       const arrivedAt = Date.now();
       return serveRpc(request, {
         transports: ability.rpc.transports,
@@ -151,17 +140,6 @@ export function createService(options: ServiceOptions): SvcService {
       });
     });
   }
-
-  app.notFound((c) =>
-    problemResponse({
-      status: 404,
-      code: 'internal',
-      detail: 'No such route',
-      retryable: false,
-      reason: 'not_found',
-      requestId: c.get('requestId' as never) as string,
-    })
-  );
 
   return {
     app,

@@ -1,0 +1,67 @@
+/**
+ * What every svcplane Hono app (a service, the control plane) does around its routes: give each
+ * request an id, echo it on the response, and answer every failure, a throw or an unknown route,
+ * as problem+json carrying that id.
+ *
+ * @module
+ */
+import type { Context, Hono } from 'hono';
+import { problemFromError, problemResponse } from '../core/problem.ts';
+import { generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+
+const REQUEST_ID_VARIABLE = 'requestId';
+
+/** The id the request-id middleware gave this request. */
+export function contextRequestId(c: Context): string {
+  return c.get(REQUEST_ID_VARIABLE as never) as string;
+}
+
+/** Options of {@link installRequestIdAndProblemJson}. */
+export interface RequestIdAndProblemJsonOptions {
+  /** The id of this request: an incoming one the app accepts, or a fresh one. */
+  requestIdOf(c: Context): string;
+  /** Called first on every request, before its id is chosen. */
+  begin?(c: Context): void;
+  /** Called once the response (a problem for any throw) is final. */
+  end?(c: Context, requestId: string, startedAt: number): void;
+}
+
+/**
+ * Installs on `app`, before its routes: a middleware that sets the request id (read it with
+ * {@link contextRequestId}), turns a throw below it into problem+json and echoes the id in
+ * `X-Request-Id`; an `onError` doing the same for what escapes it; and a problem+json 404.
+ */
+export function installRequestIdAndProblemJson(
+  app: Hono,
+  options: RequestIdAndProblemJsonOptions,
+): void {
+  app.use('*', async (c, next) => {
+    options.begin?.(c);
+    const requestId = options.requestIdOf(c);
+    c.set(REQUEST_ID_VARIABLE as never, requestId as never);
+    const startedAt = Date.now();
+    try {
+      await next();
+    } catch (error) {
+      c.res = problemFromError(error, requestId);
+    }
+    // A 101 response cannot take headers on every runtime; the id travelled in the query.
+    if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
+    options.end?.(c, requestId, startedAt);
+  });
+
+  // Hono answers a throw in middleware or a route itself (plain text, the error logged to the
+  // console whatever the app's logger says) unless told otherwise: leave as problem+json instead.
+  app.onError((error, c) => problemFromError(error, contextRequestId(c) ?? generateRequestId()));
+
+  app.notFound((c) =>
+    problemResponse({
+      status: 404,
+      code: 'internal',
+      detail: 'No such route',
+      retryable: false,
+      reason: 'not_found',
+      requestId: contextRequestId(c),
+    })
+  );
+}
