@@ -5,9 +5,13 @@
  *
  * @module
  */
-import { type AnyRpcTransport, RpcSession } from 'capnweb';
+import type { AnyRpcTransport } from 'capnweb';
 import { SvcConfigurationError } from '../../core/errors.ts';
-import type { OpenedRpcSession, RpcMainStub, RpcTransportFactory } from './outbound-metadata.ts';
+import {
+  type OpenedRpcSession,
+  openSessionOver,
+  type RpcTransportFactory,
+} from './outbound-metadata.ts';
 
 /**
  * Caller transport over a Cap'n Web transport. Pass a factory to open a fresh transport per
@@ -32,18 +36,7 @@ export function customRpcTransport(
   return {
     kind: 'custom',
     open(): OpenedRpcSession {
-      const session = new RpcSession(take());
-      const main = session.getRemoteMain() as unknown as RpcMainStub;
-      let closed = false;
-      return {
-        main,
-        acceptsCalls: () => !closed,
-        close() {
-          if (closed) return;
-          closed = true;
-          main[Symbol.dispose]();
-        },
-      };
+      return openSessionOver(take());
     },
   };
 }

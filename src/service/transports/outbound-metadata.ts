@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { type AnyRpcTransport, RpcSession } from 'capnweb';
 import { SVC_CONN_INFO_HEADER, SVC_CONN_INFO_QUERY_PARAM } from '../../core/conn-info.ts';
 import { SVC_TIMEOUT_HEADER, SVC_TIMEOUT_QUERY_PARAM } from '../../core/deadline.ts';
 import {
@@ -59,6 +60,30 @@ export interface OpenedRpcSession {
    * calls once their batch went out; session transports accept calls until closed.
    */
   acceptsCalls(): boolean;
+}
+
+/**
+ * A session transport's opened session over `transport`: it accepts calls until closed, and its
+ * first `close()` runs `release` (ending the connection the transport's own way) and then
+ * disposes of the main stub, which ends the session and rejects whatever is still pending.
+ */
+export function openSessionOver(
+  transport: AnyRpcTransport,
+  release: () => void = () => {},
+): OpenedRpcSession {
+  const session = new RpcSession(transport);
+  const main = session.getRemoteMain() as unknown as RpcMainStub;
+  let closed = false;
+  return {
+    main,
+    acceptsCalls: () => !closed,
+    close() {
+      if (closed) return;
+      closed = true;
+      release();
+      main[Symbol.dispose]();
+    },
+  };
 }
 
 /** The kinds of caller transport; `http-batch` opens one session per batch. */

@@ -4,12 +4,11 @@
  *
  * @module
  */
-import { RpcSession } from 'capnweb';
 import { SvcConfigurationError } from '../../core/errors.ts';
 import {
   type OpenedRpcSession,
+  openSessionOver,
   type OutboundRpcMetadata,
-  type RpcMainStub,
   type RpcTransportFactory,
   withMetadataQuery,
 } from './outbound-metadata.ts';
@@ -63,25 +62,14 @@ export function websocketRpc(
     open(meta: OutboundRpcMetadata): OpenedRpcSession {
       const finalUrl = withMetadataQuery(base, meta).href;
       const socket = createWebSocket(finalUrl) as unknown as RpcWebSocket;
-      const session = new RpcSession(new WebSocketRpcTransport(socket));
-      const main = session.getRemoteMain() as unknown as RpcMainStub;
-      let closed = false;
-      return {
-        main,
-        acceptsCalls: () => !closed,
-        close() {
-          if (closed) return;
-          closed = true;
-          // A normal closure first, so the peer sees 1000 rather than the abort's 3000; then
-          // disposing the main stub ends the session and rejects whatever is still pending.
-          try {
-            socket.close(1000, 'session disposed');
-          } catch {
-            // Already closed by the peer.
-          }
-          main[Symbol.dispose]();
-        },
-      };
+      // A normal closure first, so the peer sees 1000 rather than the abort's 3000.
+      return openSessionOver(new WebSocketRpcTransport(socket), () => {
+        try {
+          socket.close(1000, 'session disposed');
+        } catch {
+          // Already closed by the peer.
+        }
+      });
     },
   };
 }
