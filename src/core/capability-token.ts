@@ -11,7 +11,6 @@
  */
 import {
   decodeCheckedBase64Url,
-  encodeBase64Url,
   encodeBase64UrlText,
   hasCanonicalBase64UrlEnding,
 } from './base64url.ts';
@@ -91,6 +90,7 @@ const COMPACT_JWS_PATTERN = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 const asciiEncoder = new TextEncoder();
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+const asciiDecoder = new TextDecoder();
 
 function refuse(reason: string, message: string): never {
   throw new CapabilityAuthError(message, { status: 401, reason });
@@ -99,17 +99,59 @@ function refuse(reason: string, message: string): never {
 // ---------------------------------------------------------------------------------------------
 // Signing
 
-const encodedHeaders = new WeakMap<CapabilitySigner, { kid: string; header: string }>();
+// The header is the same for every token of one signer: its base64url segment and the dot after
+// it are encoded once, as the ASCII bytes each signing input starts with.
+const encodedHeaders = new WeakMap<CapabilitySigner, { kid: string; prefix: Uint8Array }>();
 
-function encodedHeaderFor(signer: CapabilitySigner): string {
+function signingInputPrefix(signer: CapabilitySigner): Uint8Array {
   const known = encodedHeaders.get(signer);
-  if (known !== undefined && known.kid === signer.kid) return known.header;
+  if (known !== undefined && known.kid === signer.kid) return known.prefix;
   checkSigner(signer);
   const header = encodeBase64UrlText(
     JSON.stringify({ alg: 'ES256', kid: signer.kid, typ: CAPABILITY_TOKEN_TYP }),
   );
-  encodedHeaders.set(signer, { kid: signer.kid, header });
-  return header;
+  const prefix = asciiEncoder.encode(`${header}.`);
+  encodedHeaders.set(signer, { kid: signer.kid, prefix });
+  return prefix;
+}
+
+const BASE64URL_CODES = asciiEncoder.encode(
+  'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_',
+);
+const DOT = 0x2e;
+
+function base64UrlLength(byteLength: number): number {
+  return Math.ceil((byteLength * 4) / 3);
+}
+
+/**
+ * Writes unpadded base64url of `bytes` into `out` at `offset` as ASCII and returns the end.
+ * The token is assembled as bytes in one buffer: the signing input is signed as written and the
+ * token text is decoded from it once, instead of building strings and encoding them again.
+ */
+function writeBase64Url(bytes: Uint8Array, out: Uint8Array, offset: number): number {
+  const codes = BASE64URL_CODES;
+  const whole = bytes.length - (bytes.length % 3);
+  let at = offset;
+  let i = 0;
+  for (; i < whole; i += 3) {
+    const bits = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
+    out[at++] = codes[bits >> 18];
+    out[at++] = codes[(bits >> 12) & 0x3f];
+    out[at++] = codes[(bits >> 6) & 0x3f];
+    out[at++] = codes[bits & 0x3f];
+  }
+  if (bytes.length - whole === 1) {
+    const bits = bytes[i] << 16;
+    out[at++] = codes[bits >> 18];
+    out[at++] = codes[(bits >> 12) & 0x3f];
+  } else if (bytes.length - whole === 2) {
+    const bits = (bytes[i] << 16) | (bytes[i + 1] << 8);
+    out[at++] = codes[bits >> 18];
+    out[at++] = codes[(bits >> 12) & 0x3f];
+    out[at++] = codes[(bits >> 6) & 0x3f];
+  }
+  return at;
 }
 
 function checkSigner(signer: CapabilitySigner): void {
@@ -144,19 +186,28 @@ export async function signCapabilityToken(
   claims: CapabilityTokenClaims,
   signer: CapabilitySigner,
 ): Promise<string> {
-  const header = encodedHeaderFor(signer);
+  const prefix = signingInputPrefix(signer);
   const closed = readCapabilityClaims(claims, (problem) => {
     throw new SvcConfigurationError(`Refusing to sign a malformed capability token: ${problem}`, {
       reason: 'invalid_claims',
     });
   });
-  const signingInput = `${header}.${encodeBase64UrlText(JSON.stringify(closed))}`;
-  const signature = await crypto.subtle.sign(
-    ES256,
-    signer.privateKey,
-    asciiEncoder.encode(signingInput),
+  const payload = asciiEncoder.encode(JSON.stringify(closed));
+  const tokenBytes = new Uint8Array(
+    prefix.length + base64UrlLength(payload.length) + 1 + base64UrlLength(ES256_SIGNATURE_BYTES),
   );
-  const token = `${signingInput}.${encodeBase64Url(new Uint8Array(signature))}`;
+  tokenBytes.set(prefix);
+  const signingInputEnd = writeBase64Url(payload, tokenBytes, prefix.length);
+  const signature = new Uint8Array(
+    await crypto.subtle.sign(ES256, signer.privateKey, tokenBytes.subarray(0, signingInputEnd)),
+  );
+  if (signature.length !== ES256_SIGNATURE_BYTES) {
+    throw new SvcConfigurationError('The capability signing key did not yield an ES256 signature');
+  }
+  // Written only once the signature exists: nothing touches the bytes while they are signed.
+  tokenBytes[signingInputEnd] = DOT;
+  const tokenEnd = writeBase64Url(signature, tokenBytes, signingInputEnd + 1);
+  const token = asciiDecoder.decode(tokenBytes.subarray(0, tokenEnd));
   if (token.length > MAX_CAPABILITY_TOKEN_BYTES) {
     throw new SvcConfigurationError(
       `Refusing to sign a capability token larger than ${MAX_CAPABILITY_TOKEN_BYTES} bytes`,
