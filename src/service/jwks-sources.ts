@@ -21,6 +21,7 @@ import {
   type JwksProblemHandler,
   readCapabilityJwks,
 } from '../core/capability-key-set.ts';
+import { readBoundedText } from '../core/bounded-body.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 
 /** Default lifetime of a fetched JWKS on a service, in seconds. */
@@ -84,33 +85,10 @@ function resolveFetchTimeoutMs(value: unknown, label: string): number {
   return value;
 }
 
-async function readBoundedText(response: Response): Promise<string> {
-  const declared = Number(response.headers.get('content-length'));
-  if (Number.isFinite(declared) && declared > MAX_JWKS_BYTES) {
-    await response.body?.cancel();
-    throw unavailable('The control-plane JWKS is too large');
-  }
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > MAX_JWKS_BYTES) {
-      await reader.cancel();
-      throw unavailable('The control-plane JWKS is too large');
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return new TextDecoder().decode(bytes);
+async function readJwksText(response: Response): Promise<string> {
+  const text = await readBoundedText(response, MAX_JWKS_BYTES);
+  if (text === undefined) throw unavailable('The control-plane JWKS is too large');
+  return text;
 }
 
 type JwksFetcher = (signal: AbortSignal) => Promise<Response>;
@@ -126,7 +104,7 @@ async function fetchJwks(fetcher: JwksFetcher, timeoutMs: number): Promise<Capab
     }
     let jwks: unknown;
     try {
-      jwks = JSON.parse(await readBoundedText(response));
+      jwks = JSON.parse(await readJwksText(response));
     } catch (error) {
       if (hasSvcErrorShape(error)) throw error;
       throw unavailable('The control-plane JWKS is not JSON');

@@ -10,6 +10,7 @@
  * @module
  */
 import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'capnweb';
+import { readBoundedText } from '../core/bounded-body.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { problemResponse } from '../core/problem.ts';
 import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
@@ -97,46 +98,7 @@ function methodNotAllowed(transports: readonly string[], detail: string): Respon
   return refuse(405, 'rpc_transport_not_enabled', detail, { Allow: allowedMethods(transports) });
 }
 
-/**
- * Reads a body as text, counting bytes as they arrive; `undefined` (and the stream cancelled)
- * as soon as it passes `maxBytes`. A declared `Content-Length` past the limit is refused unread.
- */
-export async function readBoundedText(
-  request: Request,
-  maxBytes: number,
-): Promise<string | undefined> {
-  const declared = request.headers.get('content-length');
-  if (declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > maxBytes) {
-    await request.body?.cancel().catch(() => {});
-    return undefined;
-  }
-  if (request.body === null) return '';
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let received = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    received += value.byteLength;
-    if (received > maxBytes) {
-      await reader.cancel().catch(() => {});
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  // One decode of the whole body: a streaming decode per chunk costs far more on some runtimes,
-  // and a batch is usually a single chunk.
-  if (chunks.length === 1) return utf8Decoder.decode(chunks[0]);
-  const body = new Uint8Array(received);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return utf8Decoder.decode(body);
-}
-
-const utf8Decoder = new TextDecoder();
+export { readBoundedText } from '../core/bounded-body.ts';
 
 /**
  * Server end of one batch: hands the request lines to the session, collects what it sends, and
