@@ -62,10 +62,20 @@ export async function requestBodyHash(body: Uint8Array | string): Promise<string
   return await Promise.resolve(encodeBase64Url(sha256(requestBodyBytes(body))));
 }
 
+// The plane reads the same request URL on every token request and a requester signs for one
+// token URL: the last string parsed is remembered with its path, so a repeat costs a comparison.
+let lastParsedUrl: string | undefined;
+let lastPathWithQuery = '';
+
 /** The path with query of a URL, exactly as both sides sign it (`/p?q`, no fragment). */
 export function requestPathWithQuery(url: string | URL): string {
-  const parsed = typeof url === 'string' ? new URL(url) : url;
-  return `${parsed.pathname}${parsed.search}`;
+  if (typeof url !== 'string') return `${url.pathname}${url.search}`;
+  if (url === lastParsedUrl) return lastPathWithQuery;
+  const parsed = new URL(url);
+  const pathWithQuery = `${parsed.pathname}${parsed.search}`;
+  lastParsedUrl = url;
+  lastPathWithQuery = pathWithQuery;
+  return pathWithQuery;
 }
 
 /** Whether a client id can travel in `X-Svc-Client-Id` (visible ASCII, no comma, ≤ 200). */
@@ -266,11 +276,36 @@ export async function signCompactEs256(
   claims: Record<string, unknown>,
   privateKey: CryptoKey,
 ): Promise<string> {
-  const signingInput = `${encodeBase64UrlText(JSON.stringify(header))}.${
-    encodeBase64UrlText(JSON.stringify(claims))
-  }`;
+  return await signEncodedHeaderEs256(
+    encodeBase64UrlText(JSON.stringify(header)),
+    claims,
+    privateKey,
+  );
+}
+
+async function signEncodedHeaderEs256(
+  headerSegment: string,
+  claims: Record<string, unknown>,
+  privateKey: CryptoKey,
+): Promise<string> {
+  const signingInput = `${headerSegment}.${encodeBase64UrlText(JSON.stringify(claims))}`;
   const signature = await crypto.subtle.sign(ES256, privateKey, utf8.encode(signingInput));
   return `${signingInput}.${encodeBase64Url(new Uint8Array(signature))}`;
+}
+
+// A requester signs every assertion under one key id: the header segment (which only the kid
+// varies) is encoded once and reused while the kid stays the same.
+let lastAssertionKid: string | undefined;
+let lastAssertionHeader = '';
+
+function assertionHeaderSegment(keyId: string): string {
+  if (keyId !== lastAssertionKid) {
+    lastAssertionHeader = encodeBase64UrlText(
+      JSON.stringify({ alg: 'ES256', kid: keyId, typ: JWK_CALLER_ASSERTION_TYP }),
+    );
+    lastAssertionKid = keyId;
+  }
+  return lastAssertionHeader;
 }
 
 /** What {@link signJwkTokenRequestAssertion} needs. */
@@ -327,8 +362,8 @@ export async function signJwkTokenRequestAssertion(
     ? input.privateKey
     : (await importCallerSigningKey(input.privateKey)).privateKey;
   const iat = Math.floor(input.nowSeconds ?? Date.now() / 1000);
-  return await signCompactEs256(
-    { alg: 'ES256', kid: input.keyId, typ: JWK_CALLER_ASSERTION_TYP },
+  return await signEncodedHeaderEs256(
+    assertionHeaderSegment(input.keyId),
     {
       iss: clientId,
       sub: clientId,
