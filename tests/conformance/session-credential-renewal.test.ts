@@ -9,13 +9,14 @@ test('States: an HTTP-batch session renews its token before expiry instead of se
   let requests = 0;
   const requestToken = async () => {
     requests++;
-    // 6 s lifetime: the session stops reusing it 5 s before expiry, i.e. after about 1 s.
+    // 8 s lifetime: the session stops reusing it 5 s before expiry, i.e. 2 to 3 s from now
+    // (iat is whole seconds).
     const issued = await fx.plane.issueCapabilityToken({
       callerServiceId: 'svc-caller',
       targetServiceId: 'svc-a',
       scopes: ['svc-a.read'],
       callerAccess: 'service',
-      ttlSeconds: 6,
+      ttlSeconds: 8,
     });
     return issued.token;
   };
@@ -33,7 +34,7 @@ test('States: an HTTP-batch session renews its token before expiry instead of se
   const again = await session.whoami({});
   assert.equal(requests, 1, 'a fresh token is reused across batches');
   assert.equal(again.identity.tokenId, first.identity.tokenId);
-  await new Promise((resolve) => setTimeout(resolve, 1300));
+  await new Promise((resolve) => setTimeout(resolve, 3100));
   const renewed = await session.whoami({});
   assert.equal(requests, 2, 'a token near expiry is renewed for the next batch');
   assert.notEqual(renewed.identity.tokenId, first.identity.tokenId);
