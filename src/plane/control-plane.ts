@@ -36,6 +36,8 @@ export interface IssueForCallerOptions {
   abilityId?: string;
   ttlSeconds?: number;
   context?: unknown;
+  /** Propagated to the target's discovery request and log events. */
+  requestId?: string;
 }
 
 /**
@@ -86,7 +88,12 @@ export function createControlPlane(options: ControlPlaneOptions) {
     log,
     issue: (caller, body, context) => {
       const { callerServiceId: _stated, ...rest } = body;
-      return issueCapabilityTokenForCaller({ caller, ...rest, context: context.requestContext });
+      return issueCapabilityTokenForCaller({
+        caller,
+        ...rest,
+        context: context.requestContext,
+        requestId: context.requestId,
+      });
     },
   });
 

@@ -39,6 +39,8 @@ export interface IssueCapabilityTokenOptions {
   confirmationJkt?: string;
   /** Runtime context handed to `services(context)`. */
   context?: unknown;
+  /** Propagated to the target's discovery request (when it is not cached) and its log events. */
+  requestId?: string;
 }
 
 /** A minted token and what it grants. */
@@ -134,7 +136,9 @@ export function createIssuer(deps: IssuerDependencies) {
     // it, so the decision and the grant check read one document and discovery runs once.
     const target = resolved?.endpoint.id === targetServiceId
       ? resolved
-      : await deps.catalog.target(targetServiceId, options.context, 'token');
+      : await deps.catalog.target(targetServiceId, options.context, 'token', {
+        ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
+      });
     checkNormalizedGrant(target, callerServiceId, scopes, options.abilityId);
     const authority = await deps.authority(options.context);
     const iat = Math.floor(now() / 1000);

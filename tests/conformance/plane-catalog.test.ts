@@ -127,3 +127,15 @@ test('Catalog: discoveryCache false resolves fresh; a shared registry cache serv
   assert.equal((await fx.send(await hmacTokenRequest(tokenBody()))).status, 200);
   assert.equal(fx.discoveryRequests('svc-a').length, 1, 'the second replica read the cache');
 });
+
+test('Catalog rules: a token request forwards its request id to the discovery it triggers', async () => {
+  const fx = await createPlaneDeployment({ plane: { discoveryCache: false } });
+  const request = await hmacTokenRequest(tokenBody());
+  const sentId = request.headers.get('X-Request-Id');
+  assert.ok(sentId !== null && sentId.length > 0);
+  const response = await fx.send(request);
+  assert.equal(response.status, 200);
+  const discovery = fx.discoveryRequests('svc-a');
+  assert.equal(discovery.length, 1);
+  assert.equal(discovery[0]!.headers.get('X-Request-Id'), sentId);
+});
