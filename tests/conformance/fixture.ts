@@ -76,6 +76,46 @@ export type FixtureServiceId = 'svc-a' | 'svc-b' | 'svc-c' | 'svc-d';
 const HC1_SECRET = 'hc1-secret-0123456789abcdef0123456789';
 const HC2_SECRET = 'hc2-secret-0123456789abcdef0123456789';
 
+/**
+ * The checklist's four services (§1.2): svc-a with its echo, other, internal and private
+ * abilities, svc-b behind ingress, svc-c and svc-d with `whoami` only. Shared by every fixture.
+ */
+export function fixtureServices(init: {
+  stats: FixtureStats;
+  auth: () => ServiceOptions['auth'];
+  log: (event: SvcLogEvent) => void;
+}): Record<FixtureServiceId, SvcService> {
+  const { stats, auth, log } = init;
+  const whoamiService = (id: 'svc-b' | 'svc-c' | 'svc-d', title: string, ingress: boolean) =>
+    createService({
+      id,
+      title,
+      version: '1.0.0',
+      auth: auth(),
+      ...(ingress ? { ingress: { brokerServiceId: PLANE_ID } } : {}),
+      abilities: [whoamiOnlyAbility(stats, id)],
+      logger: { log },
+    });
+  return {
+    'svc-a': createService({
+      id: 'svc-a',
+      title: 'Service A',
+      version: '1.0.0',
+      auth: auth(),
+      abilities: [
+        echoAbility(stats),
+        otherAbility(stats),
+        internalAbility(stats),
+        privateAbility(stats),
+      ],
+      logger: { log },
+    }),
+    'svc-b': whoamiService('svc-b', 'Service B', true),
+    'svc-c': whoamiService('svc-c', 'Service C', false),
+    'svc-d': whoamiService('svc-d', 'Service D', false),
+  };
+}
+
 /** Builds the whole deployment. Everything runs in-process through `fetch` functions. */
 export async function createFixture(options: FixtureOptions = {}) {
   const stats: FixtureStats = createFixtureStats();
@@ -102,43 +142,10 @@ export async function createFixture(options: FixtureOptions = {}) {
     });
   const auth = () => ({ jwks: jwks(), issuer: ISS });
 
-  const svcA = createService({
-    id: 'svc-a',
-    title: 'Service A',
-    version: '1.0.0',
-    auth: auth(),
-    abilities: [
-      echoAbility(stats),
-      otherAbility(stats),
-      internalAbility(stats),
-      privateAbility(stats),
-    ],
-    logger: { log },
-  });
-  const svcB = createService({
-    id: 'svc-b',
-    title: 'Service B',
-    version: '1.0.0',
-    auth: auth(),
-    ingress: { brokerServiceId: PLANE_ID },
-    abilities: [whoamiOnlyAbility(stats, 'svc-b')],
-    logger: { log },
-  });
-  const svcC = createService({
-    id: 'svc-c',
-    title: 'Service C',
-    version: '1.0.0',
-    auth: auth(),
-    abilities: [whoamiOnlyAbility(stats, 'svc-c')],
-    logger: { log },
-  });
-  const svcD = createService({
-    id: 'svc-d',
-    title: 'Service D',
-    version: '1.0.0',
-    auth: auth(),
-    abilities: [whoamiOnlyAbility(stats, 'svc-d')],
-    logger: { log },
+  const { 'svc-a': svcA, 'svc-b': svcB, 'svc-c': svcC, 'svc-d': svcD } = fixtureServices({
+    stats,
+    auth,
+    log,
   });
   // The plane reaches each service through the live table, so a test can replace one (a
   // redeploy) while the plane keeps whatever catalog it cached.

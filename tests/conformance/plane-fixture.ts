@@ -23,15 +23,7 @@ import {
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
-import {
-  createFixtureStats,
-  echoAbility,
-  type FixtureStats,
-  internalAbility,
-  otherAbility,
-  privateAbility,
-  whoamiOnlyAbility,
-} from './fixture-abilities.ts';
+import { createFixtureStats, type FixtureStats, whoamiOnlyAbility } from './fixture-abilities.ts';
 import {
   decodeJws,
   type FixtureKey,
@@ -39,7 +31,7 @@ import {
   planeKeys,
   type SigningKeyName,
 } from './plane-credentials.ts';
-import { ISS, PLANE_ID, PLANE_URL } from './fixture.ts';
+import { fixtureServices, ISS, PLANE_ID, PLANE_URL } from './fixture.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -171,46 +163,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     }, { cacheTtlSeconds: options.jwksCacheTtlSeconds ?? 0.3 });
   const auth = () => ({ jwks: serviceJwks(), issuer: ISS });
 
-  const built = {
-    'svc-a': createService({
-      id: 'svc-a',
-      title: 'Service A',
-      version: '1.0.0',
-      auth: auth(),
-      abilities: [
-        echoAbility(stats),
-        otherAbility(stats),
-        internalAbility(stats),
-        privateAbility(stats),
-      ],
-      logger: { log },
-    }),
-    'svc-b': createService({
-      id: 'svc-b',
-      title: 'Service B',
-      version: '1.0.0',
-      auth: auth(),
-      ingress: { brokerServiceId: PLANE_ID },
-      abilities: [whoamiOnlyAbility(stats, 'svc-b')],
-      logger: { log },
-    }),
-    'svc-c': createService({
-      id: 'svc-c',
-      title: 'Service C',
-      version: '1.0.0',
-      auth: auth(),
-      abilities: [whoamiOnlyAbility(stats, 'svc-c')],
-      logger: { log },
-    }),
-    'svc-d': createService({
-      id: 'svc-d',
-      title: 'Service D',
-      version: '1.0.0',
-      auth: auth(),
-      abilities: [whoamiOnlyAbility(stats, 'svc-d')],
-      logger: { log },
-    }),
-  };
+  const built = fixtureServices({ stats, auth, log });
 
   /** A service's `fetch` as reached from anywhere: recorded, and refused while stopped. */
   const serviceFetch =
