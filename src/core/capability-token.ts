@@ -11,6 +11,7 @@
  */
 import {
   decodeCheckedBase64Url,
+  encodeBase64Url,
   encodeBase64UrlText,
   hasCanonicalBase64UrlEnding,
 } from './base64url.ts';
@@ -23,6 +24,7 @@ import {
 } from './errors.ts';
 import type { VerifiedIdentity } from './identity.ts';
 import {
+  capabilityClaimsJson,
   type CapabilityTokenClaims,
   freezeCapabilityClaims,
   identityFromClaims,
@@ -100,38 +102,64 @@ function refuse(reason: string, message: string): never {
 // Signing
 
 // The header is the same for every token of one signer: its base64url segment and the dot after
-// it are encoded once, as the ASCII bytes each signing input starts with.
-const encodedHeaders = new WeakMap<CapabilitySigner, { kid: string; prefix: Uint8Array }>();
+// it are encoded once, as text and as the ASCII bytes each signing input starts with.
+interface EncodedHeader {
+  kid: string;
+  text: string;
+  bytes: Uint8Array;
+}
+const encodedHeaders = new WeakMap<CapabilitySigner, EncodedHeader>();
 
-function signingInputPrefix(signer: CapabilitySigner): Uint8Array {
+function signingInputPrefix(signer: CapabilitySigner): EncodedHeader {
   const known = encodedHeaders.get(signer);
-  if (known !== undefined && known.kid === signer.kid) return known.prefix;
+  if (known !== undefined && known.kid === signer.kid) return known;
   checkSigner(signer);
   const header = encodeBase64UrlText(
     JSON.stringify({ alg: 'ES256', kid: signer.kid, typ: CAPABILITY_TOKEN_TYP }),
   );
-  const prefix = asciiEncoder.encode(`${header}.`);
-  encodedHeaders.set(signer, { kid: signer.kid, prefix });
-  return prefix;
+  const text = `${header}.`;
+  const encoded = { kid: signer.kid, text, bytes: asciiEncoder.encode(text) };
+  encodedHeaders.set(signer, encoded);
+  return encoded;
 }
 
 const BASE64URL_CODES = asciiEncoder.encode(
   'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_',
 );
-const DOT = 0x2e;
 
 function base64UrlLength(byteLength: number): number {
   return Math.ceil((byteLength * 4) / 3);
 }
 
+// Space the signature segment and its dot take in every token.
+const SIGNATURE_SEGMENT_LENGTH = 1 + base64UrlLength(ES256_SIGNATURE_BYTES);
+// UTF-8 never takes fewer bytes than UTF-16 code units, so a payload whose JSON text is longer
+// than this cannot fit in a token whatever it contains; anything shorter encodes in at most three
+// bytes per code unit.
+const MAX_PAYLOAD_JSON_LENGTH = Math.floor(
+  ((MAX_CAPABILITY_TOKEN_BYTES - SIGNATURE_SEGMENT_LENGTH) * 3) / 4,
+);
+
+// Scratch space for one signing input at a time. Each mint writes it and hands it to
+// `subtle.sign` with no await in between, and WebCrypto copies the data before `sign` returns
+// (it "gets a copy of the bytes" as its first step), so concurrent mints never see each other's
+// bytes. Two fixed buffers instead of two fresh ones per token: typed arrays of a few hundred
+// bytes are allocated outside the heap on some runtimes and cost more than the encoding itself.
+const payloadScratch = new Uint8Array(MAX_PAYLOAD_JSON_LENGTH * 3);
+const signingInputScratch = new Uint8Array(MAX_CAPABILITY_TOKEN_BYTES);
+
 /**
- * Writes unpadded base64url of `bytes` into `out` at `offset` as ASCII and returns the end.
- * The token is assembled as bytes in one buffer: the signing input is signed as written and the
- * token text is decoded from it once, instead of building strings and encoding them again.
+ * Writes unpadded base64url of the first `length` bytes of `bytes` into `out` at `offset` as
+ * ASCII and returns the end.
  */
-function writeBase64Url(bytes: Uint8Array, out: Uint8Array, offset: number): number {
+function writeBase64Url(
+  bytes: Uint8Array,
+  length: number,
+  out: Uint8Array,
+  offset: number,
+): number {
   const codes = BASE64URL_CODES;
-  const whole = bytes.length - (bytes.length % 3);
+  const whole = length - (length % 3);
   let at = offset;
   let i = 0;
   for (; i < whole; i += 3) {
@@ -141,17 +169,24 @@ function writeBase64Url(bytes: Uint8Array, out: Uint8Array, offset: number): num
     out[at++] = codes[(bits >> 6) & 0x3f];
     out[at++] = codes[bits & 0x3f];
   }
-  if (bytes.length - whole === 1) {
+  if (length - whole === 1) {
     const bits = bytes[i] << 16;
     out[at++] = codes[bits >> 18];
     out[at++] = codes[(bits >> 12) & 0x3f];
-  } else if (bytes.length - whole === 2) {
+  } else if (length - whole === 2) {
     const bits = (bytes[i] << 16) | (bytes[i + 1] << 8);
     out[at++] = codes[bits >> 18];
     out[at++] = codes[(bits >> 12) & 0x3f];
     out[at++] = codes[(bits >> 6) & 0x3f];
   }
   return at;
+}
+
+function tooLarge(): never {
+  throw new SvcConfigurationError(
+    `Refusing to sign a capability token larger than ${MAX_CAPABILITY_TOKEN_BYTES} bytes`,
+    { reason: 'invalid_claims' },
+  );
 }
 
 function checkSigner(signer: CapabilitySigner): void {
@@ -192,29 +227,24 @@ export async function signCapabilityToken(
       reason: 'invalid_claims',
     });
   });
-  const payload = asciiEncoder.encode(JSON.stringify(closed));
-  const tokenBytes = new Uint8Array(
-    prefix.length + base64UrlLength(payload.length) + 1 + base64UrlLength(ES256_SIGNATURE_BYTES),
-  );
-  tokenBytes.set(prefix);
-  const signingInputEnd = writeBase64Url(payload, tokenBytes, prefix.length);
-  const signature = new Uint8Array(
-    await crypto.subtle.sign(ES256, signer.privateKey, tokenBytes.subarray(0, signingInputEnd)),
-  );
+  // Sized before anything is signed: a token the verifier would refuse as too large is never
+  // minted at all.
+  const json = capabilityClaimsJson(closed);
+  if (json.length > MAX_PAYLOAD_JSON_LENGTH) tooLarge();
+  const { written } = asciiEncoder.encodeInto(json, payloadScratch);
+  const inputLength = prefix.bytes.length + base64UrlLength(written);
+  if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
+  signingInputScratch.set(prefix.bytes);
+  writeBase64Url(payloadScratch, written, signingInputScratch, prefix.bytes.length);
+  const signingInput = signingInputScratch.subarray(0, inputLength);
+  const signing = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
+  // Read back before the first await: after it the scratch belongs to the next mint.
+  const signedText = asciiDecoder.decode(signingInput);
+  const signature = new Uint8Array(await signing);
   if (signature.length !== ES256_SIGNATURE_BYTES) {
     throw new SvcConfigurationError('The capability signing key did not yield an ES256 signature');
   }
-  // Written only once the signature exists: nothing touches the bytes while they are signed.
-  tokenBytes[signingInputEnd] = DOT;
-  const tokenEnd = writeBase64Url(signature, tokenBytes, signingInputEnd + 1);
-  const token = asciiDecoder.decode(tokenBytes.subarray(0, tokenEnd));
-  if (token.length > MAX_CAPABILITY_TOKEN_BYTES) {
-    throw new SvcConfigurationError(
-      `Refusing to sign a capability token larger than ${MAX_CAPABILITY_TOKEN_BYTES} bytes`,
-      { reason: 'invalid_claims' },
-    );
-  }
-  return token;
+  return `${signedText}.${encodeBase64Url(signature)}`;
 }
 
 // ---------------------------------------------------------------------------------------------

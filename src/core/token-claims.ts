@@ -184,6 +184,38 @@ export function readCapabilityClaims(
   return claims;
 }
 
+// Text JSON writes as it is: printable ASCII other than the quote and the backslash.
+const PLAIN_JSON_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+function jsonText(text: string): string {
+  return PLAIN_JSON_TEXT.test(text) ? `"${text}"` : JSON.stringify(text);
+}
+
+/**
+ * The JSON text of a claim set returned by {@link readCapabilityClaims}: exactly what
+ * `JSON.stringify` writes for it (same member order, same escapes), built directly because the
+ * shape is fixed and every token pays for it. Text needing an escape goes through
+ * `JSON.stringify` itself; the numbers are safe integers, which both write the same way.
+ */
+export function capabilityClaimsJson(claims: CapabilityTokenClaims): string {
+  let scopes = '';
+  for (let i = 0; i < claims.scp.length; i++) {
+    scopes += i === 0 ? jsonText(claims.scp[i]) : `,${jsonText(claims.scp[i])}`;
+  }
+  let json = `{"iss":${jsonText(claims.iss)},"sub":${jsonText(claims.sub)},"aud":${
+    jsonText(claims.aud)
+  },"scp":[${scopes}],"jti":${
+    jsonText(claims.jti)
+  },"iat":${claims.iat},"nbf":${claims.nbf},"exp":${claims.exp}`;
+  if (claims.spa !== undefined) json += `,"spa":${jsonText(claims.spa)}`;
+  if (claims.act !== undefined) json += `,"act":{"sub":${jsonText(claims.act.sub)}}`;
+  if (claims.spb !== undefined) json += `,"spb":${jsonText(claims.spb)}`;
+  if (claims.spk !== undefined) json += `,"spk":${jsonText(claims.spk)}`;
+  if (claims.spo !== undefined) json += `,"spo":${jsonText(claims.spo)}`;
+  if (claims.cnf !== undefined) json += `,"cnf":{"jkt":${jsonText(claims.cnf.jkt)}}`;
+  return `${json}}`;
+}
+
 /** Freezes a claim set read by {@link readCapabilityClaims}, including its nested members. */
 export function freezeCapabilityClaims(claims: CapabilityTokenClaims): CapabilityTokenClaims {
   Object.freeze(claims.scp);

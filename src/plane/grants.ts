@@ -50,7 +50,15 @@ export function normalizeScopes(scopes: readonly string[]): string[] {
     }
   }
   // Code-unit order, not locale order: the result feeds cache keys and must be stable everywhere.
+  // Callers that normalized once (the requesters, a repeated request) send the scopes in that
+  // order already: a list in strictly increasing order is its own normal form and is only copied.
+  if (isStrictlyIncreasing(scopes)) return scopes.slice();
   return [...new Set(scopes)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function isStrictlyIncreasing(scopes: readonly string[]): boolean {
+  for (let i = 1; i < scopes.length; i++) if (!(scopes[i - 1] < scopes[i])) return false;
+  return true;
 }
 
 /**
@@ -120,8 +128,20 @@ function grantedScopeSet(target: ResolvedTarget, callerServiceId: string): Reado
   return granted;
 }
 
+const abilityIdSets = new WeakMap<object, ReadonlySet<string>>();
+
+function declaredAbilityIds(document: ServiceDiscoveryDocument): ReadonlySet<string> {
+  if (!Object.isFrozen(document)) return new Set(document.abilities.map((ability) => ability.id));
+  let ids = abilityIdSets.get(document);
+  if (ids === undefined) {
+    ids = new Set(document.abilities.map((ability) => ability.id));
+    abilityIdSets.set(document, ids);
+  }
+  return ids;
+}
+
 function requireAbility(target: ResolvedTarget, abilityId: string): void {
-  if (!target.document.abilities.some((ability) => ability.id === abilityId)) {
+  if (!declaredAbilityIds(target.document).has(abilityId)) {
     throw new CapabilityAuthError(
       `Unknown ability "${abilityId}" on service "${target.endpoint.id}"`,
       { status: 403, reason: 'unknown_ability' },

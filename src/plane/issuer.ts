@@ -136,9 +136,12 @@ export function createIssuer(deps: IssuerDependencies) {
     // it, so the decision and the grant check read one document and discovery runs once.
     const target = resolved?.endpoint.id === targetServiceId
       ? resolved
-      : await deps.catalog.target(targetServiceId, options.context, 'token', {
-        ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
-      });
+      : await deps.catalog.target(
+        targetServiceId,
+        options.context,
+        'token',
+        options.requestId !== undefined ? { requestId: options.requestId } : undefined,
+      );
     checkNormalizedGrant(target, callerServiceId, scopes, options.abilityId);
     const authority = await deps.authority(options.context);
     const iat = Math.floor(now() / 1000);
@@ -164,8 +167,12 @@ export function createIssuer(deps: IssuerDependencies) {
     return { token, claims, scopes, expiresAt: new Date(claims.exp * 1000), target };
   }
 
-  const strip = ({ target: _target, ...issued }: IssuedCapabilityToken & { target: unknown }) =>
-    issued;
+  const strip = (issued: IssuedCapabilityToken): IssuedCapabilityToken => ({
+    token: issued.token,
+    expiresAt: issued.expiresAt,
+    scopes: issued.scopes,
+    claims: issued.claims,
+  });
 
   return {
     /** Mints a non-brokered token for trusted plane code. */

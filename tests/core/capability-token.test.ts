@@ -91,6 +91,46 @@ test('the issuer refuses malformed claim types and oversized tokens', async () =
   await expectSignRefused(claims({ scp: many }), /larger than 8192/);
 });
 
+test('the size limit is decided on the encoded token: at 8192 bytes it is signed, one more is refused', async () => {
+  const signer = await k1Signer();
+  const encoder = new TextEncoder();
+  const base = claims({ sub: '' });
+  // Token length for a subject: header and signature segments are fixed, the payload is the
+  // UTF-8 of its JSON in base64url.
+  const headerLength =
+    b64url(JSON.stringify({ alg: 'ES256', kid: 'k1', typ: CAPABILITY_TOKEN_TYP }))
+      .length;
+  const tokenLength = (sub: string) =>
+    headerLength + 1 +
+    Math.ceil((encoder.encode(JSON.stringify({ ...base, sub })).length * 4) / 3) + 1 + 86;
+  for (const unit of ['a', '\u20ac', '\u{1f511}']) {
+    let sub = unit;
+    while (tokenLength(sub + unit) <= MAX_CAPABILITY_TOKEN_BYTES) sub += unit;
+    const token = await signCapabilityToken({ ...base, sub }, signer);
+    assert.equal(token.length, tokenLength(sub), `${unit}: predicted length`);
+    assert.ok(token.length <= MAX_CAPABILITY_TOKEN_BYTES);
+    const { claims: verified } = await (await tokenFixture()).verify(token, {
+      audience: base.aud,
+    });
+    assert.equal(verified.sub, sub, `${unit}: the subject survives signing and verification`);
+    await expectSignRefused({ ...base, sub: sub + unit }, /larger than 8192/);
+  }
+});
+
+test('concurrent mints never share signing bytes: each token verifies and carries its own claims', async () => {
+  const signer = await k1Signer();
+  const { verify } = await tokenFixture();
+  const subjects = Array.from({ length: 48 }, (_, i) => `svc-caller-${i}-${'x'.repeat(i * 7)}`);
+  const tokens = await Promise.all(
+    subjects.map((sub) => signCapabilityToken(claims({ sub, jti: `jti-${sub}` }), signer)),
+  );
+  const verified = await Promise.all(tokens.map((token) => verify(token)));
+  verified.forEach(({ claims: got }, i) => {
+    assert.equal(got.sub, subjects[i]);
+    assert.equal(got.jti, `jti-${subjects[i]}`);
+  });
+});
+
 test('the issuer refuses a signer that is not a P-256 private key', async () => {
   const { k1 } = await testKeys();
   const input = claims();
