@@ -52,7 +52,9 @@ export type ClaimProblemHandler = (problem: string) => never;
 const THUMBPRINT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 function own(record: Record<string, unknown>, name: string): unknown {
-  return Object.hasOwn(record, name) ? record[name] : undefined;
+  // The plain read first: an absent member (most optional claims) costs no ownership check.
+  const value = record[name];
+  return value !== undefined && Object.hasOwn(record, name) ? value : undefined;
 }
 
 function isPlainRecord(value: unknown): value is Record<string, unknown> {

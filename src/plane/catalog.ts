@@ -36,6 +36,7 @@ import {
   isValidRegistryCacheTtl,
   type RegistryCache,
   type ResolvedDiscoveryCaches,
+  synchronousRead,
 } from './registry-cache.ts';
 import {
   acceptDocument,
@@ -86,6 +87,12 @@ export interface Catalog {
     purpose: DiscoveryPurpose,
     options?: CatalogResolveOptions,
   ): Promise<ResolvedTarget>;
+  /**
+   * The target as a process-local cache holds it right now, read without waiting: only for a
+   * fixed endpoint list and a {@link memoryRegistryCache}, and only an accepted document.
+   * `undefined` says nothing about the target: resolve it with {@link Catalog.target}.
+   */
+  peek(targetServiceId: string, purpose: DiscoveryPurpose): ResolvedTarget | undefined;
   /** Resolves every target in parallel, each with its own timeout; failures are isolated. */
   all(
     context: unknown,
@@ -117,6 +124,22 @@ export const DEFAULT_DISCOVERY_CACHE_TTL_SECONDS = 60;
 /** The registry cache key of a target's discovery snapshot. */
 export function discoveryCacheKey(targetServiceId: string): string {
   return `svc:discovery:v1:${targetServiceId}`;
+}
+
+// Every token request reads the cache under its target's key: a key built afresh each time is a
+// new string the cache must hash again, so each target's key is built once. Bounded: ids come
+// from configuration, and a services function inventing ids without end only resets the memo.
+const MAX_REMEMBERED_CACHE_KEYS = 1024;
+const rememberedCacheKeys = new Map<string, string>();
+
+function cacheKeyOf(targetServiceId: string): string {
+  let key = rememberedCacheKeys.get(targetServiceId);
+  if (key === undefined) {
+    if (rememberedCacheKeys.size >= MAX_REMEMBERED_CACHE_KEYS) rememberedCacheKeys.clear();
+    key = discoveryCacheKey(targetServiceId);
+    rememberedCacheKeys.set(targetServiceId, key);
+  }
+  return key;
 }
 
 const PURPOSES: ReadonlySet<string> = new Set(['token', 'openapi', 'default']);
@@ -306,7 +329,7 @@ export function createCatalog(options: CatalogOptions): Catalog {
     context: unknown,
     requestId: string | undefined,
   ): Promise<ServiceDiscoveryDocument | undefined> => {
-    const key = discoveryCacheKey(targetServiceId);
+    const key = cacheKeyOf(targetServiceId);
     let value: unknown;
     try {
       value = await withLazyDeadline(
@@ -361,7 +384,7 @@ export function createCatalog(options: CatalogOptions): Catalog {
     flight.writtenTo.add(cache);
     // Not awaited: a slow shared cache must not hold up the resolution it is caching.
     Promise.resolve()
-      .then(() => cache.set(discoveryCacheKey(targetServiceId), document, ttlSeconds))
+      .then(() => cache.set(cacheKeyOf(targetServiceId), document, ttlSeconds))
       .catch((error) =>
         logFailure(
           'svc.catalog.cache_failed',
@@ -453,6 +476,20 @@ export function createCatalog(options: CatalogOptions): Catalog {
       const endpoint = typeof targetServiceId === 'string' ? map.get(targetServiceId) : undefined;
       if (endpoint === undefined) throw unknownTarget(String(targetServiceId).slice(0, 128));
       return resolveEndpoint(endpoint, context, checkedPurpose, requestId);
+    },
+    peek(targetServiceId, purpose) {
+      const cache = staticEndpoints === undefined ? undefined : caches[purpose];
+      const read = cache === undefined ? undefined : synchronousRead(cache);
+      const endpoint = read === undefined ? undefined : staticEndpoints!.get(targetServiceId);
+      if (endpoint === undefined) return undefined;
+      let value: unknown;
+      try {
+        value = read!(cacheKeyOf(endpoint.id));
+      } catch {
+        return undefined;
+      }
+      const document = alreadyAccepted(value, endpoint.id);
+      return document === undefined ? undefined : { endpoint, document };
     },
     async all(context, purpose, resolveOptions = {}) {
       const checkedPurpose = checkPurpose(purpose);

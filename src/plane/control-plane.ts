@@ -52,7 +52,9 @@ export function createControlPlane(options: ControlPlaneOptions) {
   // A static key list is checked now (a duplicate kid refuses to start) and imported once.
   if (Array.isArray(options.signingKeys)) checkSigningKeyEntries(options.signingKeys);
   const staticAuthority = Array.isArray(options.signingKeys) ? authorityFor(undefined) : undefined;
-  staticAuthority?.catch(() => {});
+  // Kept once imported, so a mint reads it without a promise.
+  let importedAuthority: SigningAuthority | undefined;
+  staticAuthority?.then((authority) => (importedAuthority = authority), () => {});
   const catalog = createCatalog({
     services: options.services,
     caches: resolveDiscoveryCaches(options.discoveryCache),
@@ -62,7 +64,7 @@ export function createControlPlane(options: ControlPlaneOptions) {
     planeServiceId: resolved.id,
     issuer: resolved.issuer,
     defaultTtlSeconds: resolved.ttlSeconds,
-    authority: (context) => staticAuthority ?? authorityFor(envOf(context)),
+    authority: (context) => importedAuthority ?? staticAuthority ?? authorityFor(envOf(context)),
     catalog,
   });
 

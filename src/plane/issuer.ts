@@ -58,7 +58,8 @@ export interface IssuerDependencies {
   planeServiceId: string;
   issuer: string;
   defaultTtlSeconds: number;
-  authority(context: unknown): Promise<SigningAuthority>;
+  /** The signing authority; synchronous once a fixed key list is imported. */
+  authority(context: unknown): SigningAuthority | Promise<SigningAuthority>;
   catalog: Catalog;
   now?: () => number;
 }
@@ -136,14 +137,15 @@ export function createIssuer(deps: IssuerDependencies) {
     // it, so the decision and the grant check read one document and discovery runs once.
     const target = resolved?.endpoint.id === targetServiceId
       ? resolved
-      : await deps.catalog.target(
+      : deps.catalog.peek(targetServiceId, 'token') ?? await deps.catalog.target(
         targetServiceId,
         options.context,
         'token',
         options.requestId !== undefined ? { requestId: options.requestId } : undefined,
       );
     checkNormalizedGrant(target, callerServiceId, scopes, options.abilityId);
-    const authority = await deps.authority(options.context);
+    const pending = deps.authority(options.context);
+    const authority = pending instanceof Promise ? await pending : pending;
     const iat = Math.floor(now() / 1000);
     const claims: CapabilityTokenClaims = {
       iss: deps.issuer,

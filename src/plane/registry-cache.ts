@@ -146,15 +146,19 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
     }
   };
 
-  return {
+  const read = (key: string): unknown => {
+    const checkedKey = requireKey(key);
+    const entry = entries.get(checkedKey);
+    if (entry === undefined) return undefined;
+    entries.delete(checkedKey);
+    if (entry.expiresAt <= now()) return undefined;
+    entries.set(checkedKey, entry);
+    return entry.json !== undefined ? JSON.parse(entry.json) : entry.frozen;
+  };
+
+  const cache: RegistryCache = {
     async get(key) {
-      const checkedKey = requireKey(key);
-      const entry = entries.get(checkedKey);
-      if (entry === undefined) return undefined;
-      entries.delete(checkedKey);
-      if (entry.expiresAt <= now()) return undefined;
-      entries.set(checkedKey, entry);
-      return entry.json !== undefined ? JSON.parse(entry.json) : entry.frozen;
+      return read(key);
     },
     async set(key, value, ttlSeconds) {
       const checkedKey = requireKey(key);
@@ -177,6 +181,21 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
       entries.delete(requireKey(key));
     },
   };
+  synchronousReads.set(cache, read);
+  return cache;
+}
+
+// The caches made by memoryRegistryCache can also be read without a promise: a token mint reads
+// its target's snapshot on every call, and the hot path should not pay for a promise per lookup
+// to a Map in the same process. Any other cache is read through its asynchronous `get`.
+const synchronousReads = new WeakMap<RegistryCache, (key: string) => unknown>();
+
+/**
+ * The synchronous read of a cache made by {@link memoryRegistryCache} (same expiry and recency
+ * rules as its `get`), or `undefined` for any other cache.
+ */
+export function synchronousRead(cache: RegistryCache): ((key: string) => unknown) | undefined {
+  return synchronousReads.get(cache);
 }
 
 /** One purpose's choice: a cache, `false` (always resolve fresh) or `undefined` (the default). */

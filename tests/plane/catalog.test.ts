@@ -122,6 +122,51 @@ test('successes are cached for the TTL: one fetch until it elapses, then one mor
   assert.equal(a.requests.length, 2);
 });
 
+test('peek reads only what a process-local cache holds now, with the same expiry as target', async () => {
+  let now = 5_000_000;
+  const cache = memoryRegistryCache({ now: () => now });
+  const a = fakeService('svc-a');
+  const catalog = catalogOf([a.endpoint], {
+    caches: resolveDiscoveryCaches(cache),
+    cacheTtlSeconds: 30,
+  });
+  assert.equal(catalog.peek('svc-a', 'token'), undefined, 'nothing resolved yet');
+  assert.equal(a.requests.length, 0, 'peek never fetches');
+  const resolved = await catalog.target('svc-a', {}, 'token');
+  await settle();
+  const peeked = catalog.peek('svc-a', 'token');
+  assert.equal(peeked?.endpoint, a.endpoint);
+  assert.equal(peeked?.document, resolved.document);
+  assert.equal(catalog.peek('svc-zz', 'token'), undefined, 'an unknown id is left to target');
+  now += 30_000;
+  assert.equal(catalog.peek('svc-a', 'token'), undefined, 'an expired snapshot is not served');
+  assert.equal(a.requests.length, 1);
+});
+
+test('peek leaves shared caches, disabled caches and services functions to target', async () => {
+  const a = fakeService('svc-a');
+  const shared = countingCache();
+  const viaShared = catalogOf([a.endpoint], { caches: resolveDiscoveryCaches(shared.cache) });
+  await viaShared.target('svc-a', {}, 'token');
+  await settle();
+  assert.equal(viaShared.peek('svc-a', 'token'), undefined, 'a shared cache is read with get');
+  const uncached = catalogOf([a.endpoint], { caches: resolveDiscoveryCaches(false) });
+  await uncached.target('svc-a', {}, 'token');
+  assert.equal(uncached.peek('svc-a', 'token'), undefined);
+  const dynamic = catalogOf(() => [a.endpoint]);
+  await dynamic.target('svc-a', {}, 'token');
+  await settle();
+  assert.equal(dynamic.peek('svc-a', 'token'), undefined, 'services(context) runs per request');
+});
+
+test('peek does not serve a value another writer put in a process-local cache', async () => {
+  const cache = memoryRegistryCache();
+  const a = fakeService('svc-a');
+  const catalog = catalogOf([a.endpoint], { caches: resolveDiscoveryCaches(cache) });
+  await cache.set(discoveryCacheKey('svc-a'), discoveryDocumentFor('svc-a'), 60);
+  assert.equal(catalog.peek('svc-a', 'token'), undefined, 'not a document this catalog accepted');
+});
+
 test('the cache default TTL is 60 seconds and the snapshot is stored under the discovery key', async () => {
   const recorded: number[] = [];
   const inner = memoryRegistryCache();

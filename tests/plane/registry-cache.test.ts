@@ -5,6 +5,7 @@ import {
   memoryRegistryCache,
   type RegistryCache,
   resolveDiscoveryCaches,
+  synchronousRead,
 } from '../../src/plane/registry-cache.ts';
 
 function fakeClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
@@ -21,6 +22,30 @@ test('memoryRegistryCache returns what was set until the TTL elapses', async () 
   assert.deepEqual(await cache.get('k'), { id: 'svc-a', n: 1 });
   clock.advance(1);
   assert.equal(await cache.get('k'), undefined);
+});
+
+test('synchronousRead reads a memoryRegistryCache like its get; other caches have none', async () => {
+  const clock = fakeClock();
+  const cache = memoryRegistryCache({ now: clock.now, maxEntries: 2 });
+  const read = synchronousRead(cache);
+  assert.ok(read !== undefined);
+  await cache.set('k', { n: 1 }, 1);
+  const first = read('k');
+  assert.deepEqual(first, { n: 1 });
+  assert.notEqual(first, read('k'), 'a mutable value is read as a fresh copy');
+  await cache.set('other', 'o', 60);
+  read('k');
+  await cache.set('third', 't', 60);
+  assert.equal(await cache.get('other'), undefined, 'a synchronous read counts as a use');
+  clock.advance(1000);
+  assert.equal(read('k'), undefined, 'expired at its TTL');
+  assert.throws(() => read(''), TypeError);
+  const foreign: RegistryCache = {
+    get: () => Promise.resolve(undefined),
+    set: () => Promise.resolve(),
+    delete: () => Promise.resolve(),
+  };
+  assert.equal(synchronousRead(foreign), undefined);
 });
 
 test('memoryRegistryCache honours fractional TTLs and a missing key reads undefined', async () => {
