@@ -102,10 +102,9 @@ function refuse(reason: string, message: string): never {
 // Signing
 
 // The header is the same for every token of one signer: its base64url segment and the dot after
-// it are encoded once, as text and as the ASCII bytes each signing input starts with.
+// it are encoded once, as the ASCII bytes each signing input starts with.
 interface EncodedHeader {
   kid: string;
-  text: string;
   bytes: Uint8Array;
 }
 const encodedHeaders = new WeakMap<CapabilitySigner, EncodedHeader>();
@@ -117,8 +116,7 @@ function signingInputPrefix(signer: CapabilitySigner): EncodedHeader {
   const header = encodeBase64UrlText(
     JSON.stringify({ alg: 'ES256', kid: signer.kid, typ: CAPABILITY_TOKEN_TYP }),
   );
-  const text = `${header}.`;
-  const encoded = { kid: signer.kid, text, bytes: asciiEncoder.encode(text) };
+  const encoded = { kid: signer.kid, bytes: asciiEncoder.encode(`${header}.`) };
   encodedHeaders.set(signer, encoded);
   return encoded;
 }
