@@ -1,15 +1,23 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
-import { DEFAULT_MAX_BATCH_BYTES, serveRpc } from '../../src/service/rpc-serve.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import {
+  DEFAULT_MAX_BATCH_BYTES,
+  DEFAULT_MAX_SESSION_ENTRIES,
+  serveRpc,
+} from '../../src/service/rpc-serve.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { SESSION_ENTRY_CHECK_INTERVAL } from '../../src/service/transports/websocket-rpc-transport.ts';
+import { withWebSocketUpgrader } from '../../src/service/websocket-upgrade.ts';
 import {
   FAKE_TOKEN,
   fakeMainFactory,
   fakeRpcEndpoint,
   newFakeRecord,
 } from '../support/fake-main.ts';
+import { memorySocketPair, memoryWebSocketFactory } from '../support/memory-websocket.ts';
 
 const RPC_URL = 'https://fake.internal/rpc/fake.echo';
 
@@ -243,4 +251,152 @@ test('an empty batch is answered with an empty 200 body', async () => {
   const response = await fakeRpcEndpoint().fetch(post(''));
   assert.equal(response.status, 200);
   assert.equal(await response.text(), '');
+});
+
+/** Opens a raw in-memory WebSocket session with `endpoint`; resolves once both ends are open. */
+async function rawWebSocketSession(endpoint: ReturnType<typeof fakeRpcEndpoint>) {
+  const [client, server] = memorySocketPair();
+  const received: string[] = [];
+  client.addEventListener('message', (event) => received.push(event.data as string));
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { headers: { Upgrade: 'websocket' } }),
+    withWebSocketUpgrader({}, {
+      upgrade(_request, _runtime, accept) {
+        accept(server as unknown as WebSocket);
+        return new Response(null, { status: 200 });
+      },
+    }),
+  );
+  assert.equal(response.status, 200);
+  server.open();
+  client.open();
+  return { client, server, received };
+}
+
+/** Resolves once `socket` is closed, or fails after `ms`. */
+async function closedWithin(socket: { closeCode: number | undefined }, ms: number) {
+  const started = Date.now();
+  while (socket.closeCode === undefined) {
+    if (Date.now() - started > ms) throw new Error('the socket was not closed');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return socket.closeCode;
+}
+
+/**
+ * Floods a fresh WebSocket session with `pushes` echo calls it never releases; returns the
+ * close code, what the server sent and how many calls reached the ability.
+ */
+async function floodWithUnreleasedCalls(
+  endpoint: ReturnType<typeof fakeRpcEndpoint>,
+  record: ReturnType<typeof newFakeRecord>,
+  pushes: number,
+) {
+  const { client, server } = await rawWebSocketSession(endpoint);
+  client.send(`["push",["pipeline",0,["authenticate"],[${JSON.stringify(FAKE_TOKEN)}]]]`);
+  for (let i = 0; i < pushes && client.readyState === 1; i++) {
+    client.send('["push",["pipeline",1,["echo"],[1]]]');
+    // Each in-memory send is a timer, and workerd caps a request at 10 000 active timers.
+    if (i % 1_000 === 999) await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  const code = await closedWithin(server, 20_000);
+  const echoes = () => record.calls.filter((call) => call === 'echo').length;
+  const ranBeforeClose = echoes();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(echoes(), ranBeforeClose, 'nothing reaches the ability after the abort');
+  const abort = server.sent.map((line) => JSON.parse(line)).find((line) => line[0] === 'abort');
+  return { code, abort, echoes: ranBeforeClose };
+}
+
+test(
+  'DOS-05 over WebSocket: pushing calls without releasing them ends the session at the entry limit',
+  { timeout: 30_000 },
+  async () => {
+    const record = newFakeRecord();
+    const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 100 });
+    const { code, abort, echoes } = await floodWithUnreleasedCalls(endpoint, record, 2_000);
+    assert.equal(code, 3000);
+    assert.ok(abort, 'the peer is told why the session ended');
+    assert.match(JSON.stringify(abort), /more than 100 calls and references/);
+    // The limit is counted once per SESSION_ENTRY_CHECK_INTERVAL messages: the flood runs at
+    // most that far past it.
+    assert.ok(echoes >= 98, `${echoes} calls ran before the limit`);
+    assert.ok(echoes <= 100 + SESSION_ENTRY_CHECK_INTERVAL, `${echoes} calls ran`);
+
+    // The service stays healthy: a new session on the same endpoint still echoes.
+    const again = await rawWebSocketSession(endpoint);
+    again.client.send(`["push",["pipeline",0,["authenticate"],[${JSON.stringify(FAKE_TOKEN)}]]]`);
+    again.client.send('["push",["pipeline",1,["echo"],["healthy"]]]');
+    again.client.send('["pull",2]');
+    const started = Date.now();
+    while (!again.received.some((line) => line === '["resolve",2,"healthy"]')) {
+      if (Date.now() - started > 5_000) throw new Error(`no echo: ${again.received.join(' | ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    again.client.close();
+  },
+);
+
+test(
+  'DOS-05 over WebSocket: by default a session holds at most DEFAULT_MAX_SESSION_ENTRIES',
+  { timeout: 60_000 },
+  async () => {
+    const record = newFakeRecord();
+    const pushes = DEFAULT_MAX_SESSION_ENTRIES + 4 * SESSION_ENTRY_CHECK_INTERVAL;
+    const { code, echoes } = await floodWithUnreleasedCalls(
+      fakeRpcEndpoint(record),
+      record,
+      pushes,
+    );
+    assert.equal(code, 3000);
+    assert.ok(echoes >= DEFAULT_MAX_SESSION_ENTRIES - 2, `${echoes} calls ran`);
+    assert.ok(echoes <= DEFAULT_MAX_SESSION_ENTRIES + SESSION_ENTRY_CHECK_INTERVAL);
+  },
+);
+
+test(
+  'a WebSocket session whose caller releases its results stays open far past the entry limit',
+  { timeout: 30_000 },
+  async () => {
+    const record = newFakeRecord();
+    const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 20 });
+    const sockets = memoryWebSocketFactory(endpoint.fetch);
+    const session = abilitySession<{ echo(input: unknown): unknown }>({
+      abilityId: 'fake.echo',
+      callerServiceId: 'caller',
+      targetServiceId: 'fake',
+      scopes: [],
+      requestToken: () => Promise.resolve(FAKE_TOKEN),
+      transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+        createWebSocket: sockets.createWebSocket,
+      }),
+    });
+    try {
+      for (let i = 0; i < 400; i++) assert.equal(await session.echo(i), i);
+      // Bursts below the limit are fine too.
+      const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => session.echo(i)));
+      assert.deepEqual(burst, Array.from({ length: 10 }, (_, i) => i));
+      assert.equal(sockets.sockets.length, 1);
+      assert.equal(sockets.sockets[0].closeCode, undefined);
+    } finally {
+      disposeAbilitySession(session);
+    }
+  },
+);
+
+test('maxSessionEntries must be a positive integer', async () => {
+  for (const maxSessionEntries of [0, -1, 1.5, Infinity]) {
+    const endpoint = fakeRpcEndpoint(newFakeRecord(), { maxSessionEntries });
+    await assert.rejects(
+      endpoint.fetch(
+        new Request(RPC_URL, { headers: { Upgrade: 'websocket' } }),
+        withWebSocketUpgrader({}, {
+          upgrade() {
+            throw new Error('the upgrade must not start');
+          },
+        }),
+      ),
+      (error: unknown) => svcErrorInfo(error).reason === 'invalid_rpc_limits',
+    );
+  }
 });

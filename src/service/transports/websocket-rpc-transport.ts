@@ -10,6 +10,7 @@
  * @module
  */
 import type { RpcTransport } from 'capnweb';
+import { SvcInternalError } from '../../core/errors.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */
 export interface RpcWebSocket {
@@ -26,6 +27,18 @@ const CONNECTING = 0;
 
 /** Close code for an RPC-level failure; 3000-3999 is the range registered for libraries. */
 const RPC_ABORT_CLOSE_CODE = 3000;
+
+/**
+ * How many received messages pass between two counts of a session's entries. Counting walks the
+ * session's tables, so it runs once per batch of messages: a flood passes the limit by at most
+ * this many entries before the session ends.
+ */
+export const SESSION_ENTRY_CHECK_INTERVAL = 64;
+
+/** What an entry limit reads: Cap'n Web's `RpcSession.getStats()`. */
+export interface RpcSessionStats {
+  getStats(): { imports: number; exports: number };
+}
 
 /** A close frame's reason carries at most 123 UTF-8 bytes (125 minus the 2-byte code). */
 const MAX_CLOSE_REASON_BYTES = 123;
@@ -45,6 +58,8 @@ export class WebSocketRpcTransport implements RpcTransport {
   #received: string[] = [];
   #waiting: { resolve(message: string): void; reject(error: unknown): void } | undefined;
   #error: unknown;
+  #entryLimit: { session: RpcSessionStats; maxEntries: number } | undefined;
+  #receivedSinceCount = 0;
 
   constructor(socket: RpcWebSocket) {
     this.#socket = socket;
@@ -70,8 +85,27 @@ export class WebSocketRpcTransport implements RpcTransport {
     else this.#socket.send(message);
   }
 
-  /** The next message from the peer; rejects once the socket failed or closed. */
+  /**
+   * Ends the session once it holds more than `maxEntries` imports and exports together. Every
+   * call the peer pushes stays an export until the peer releases it, so a peer that pushes
+   * without releasing would otherwise grow the session's tables without bound.
+   */
+  limitEntries(session: RpcSessionStats, maxEntries: number): void {
+    this.#entryLimit = { session, maxEntries };
+  }
+
+  /**
+   * The next message from the peer; rejects once the socket failed or closed, or when the
+   * session holds more entries than its limit (the session then aborts and closes the socket).
+   */
   receive(): Promise<string> {
+    if (
+      this.#entryLimit !== undefined && ++this.#receivedSinceCount >= SESSION_ENTRY_CHECK_INTERVAL
+    ) {
+      this.#receivedSinceCount = 0;
+      const overLimit = this.#entryLimitError(this.#entryLimit);
+      if (overLimit !== undefined) return Promise.reject(overLimit);
+    }
     const next = this.#received.shift();
     if (next !== undefined) return Promise.resolve(next);
     if (this.#error !== undefined) return Promise.reject(this.#error);
@@ -88,6 +122,16 @@ export class WebSocketRpcTransport implements RpcTransport {
       // Already closing; nothing left to tell the peer.
     }
     this.#fail(reason ?? new Error('RPC session aborted'));
+  }
+
+  #entryLimitError(limit: { session: RpcSessionStats; maxEntries: number }) {
+    const { imports, exports } = limit.session.getStats();
+    if (imports + exports <= limit.maxEntries) return undefined;
+    return new SvcInternalError(
+      `RPC session holds more than ${limit.maxEntries} calls and references; release results ` +
+        'before pushing more',
+      { status: 413, reason: 'rpc_session_too_large' },
+    );
   }
 
   #flushQueue(): void {
