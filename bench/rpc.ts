@@ -119,7 +119,10 @@ interface Loopback {
   createWebSocket?: (url: string) => WebSocket;
 }
 
-/** The runtime's serving helper and, where there is no global `WebSocket`, a client factory. */
+/**
+ * The runtime's serving helper and, where the global `WebSocket` is missing (Node 20) or slow
+ * (Deno: Nagle's algorithm on), the adapter's client factory.
+ */
 async function loopback(): Promise<Loopback> {
   const runtime = globalThis as { Bun?: unknown; Deno?: unknown };
   if (runtime.Bun !== undefined) {
@@ -127,8 +130,8 @@ async function loopback(): Promise<Loopback> {
     return { serve: (target) => serveBun(target) };
   }
   if (runtime.Deno !== undefined) {
-    const { serveDeno } = await import('../src/adapters/deno.ts');
-    return { serve: (target) => serveDeno(target) };
+    const { serveDeno, denoWebSocketFactory } = await import('../src/adapters/deno.ts');
+    return { serve: (target) => serveDeno(target), createWebSocket: denoWebSocketFactory() };
   }
   const { serveNode, nodeWebSocketFactory } = await import('../src/adapters/node.ts');
   return { serve: (target) => serveNode(target), createWebSocket: nodeWebSocketFactory() };

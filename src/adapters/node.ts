@@ -13,8 +13,9 @@
 import { createAdaptorServer } from '@hono/node-server';
 import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
+import { WebSocketServer } from 'ws';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { wsWebSocketFactory } from './ws-client.ts';
 import {
   deferredWebSocketUpgrade,
   type FetchTarget,
@@ -27,21 +28,16 @@ import {
 } from './serve-target.ts';
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
+export type { WsWebSocketFactoryOptions } from './ws-client.ts';
 
 /** Largest refusal body written back on an upgrade connection. */
 const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
 
 /**
- * A WebSocket factory for callers (`websocketRpc(url, { createWebSocket })`) backed by the
- * `ws` client. It installs no global: the RPC transport compares ready states with the numeric
- * values the WebSocket standard fixes, so it never reads `WebSocket.CONNECTING` from a global.
+ * A WebSocket factory for callers on Node (`websocketRpc(url, { createWebSocket })`), backed
+ * by the `ws` client: Node 20 has no global `WebSocket`.
  */
-export function nodeWebSocketFactory(
-  options: { maxPayload?: number } = {},
-): (url: string) => WebSocket {
-  const maxPayload = options.maxPayload ?? MAX_WEBSOCKET_PAYLOAD_BYTES;
-  return (url: string) => new WsWebSocket(url, { maxPayload }) as unknown as WebSocket;
-}
+export const nodeWebSocketFactory: typeof wsWebSocketFactory = wsWebSocketFactory;
 
 /** The Request a Node upgrade event stands for (headers only; an upgrade has no body). */
 function upgradeRequestFrom(incoming: IncomingMessage): Request {

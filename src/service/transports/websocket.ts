@@ -17,8 +17,10 @@ import { type RpcWebSocket, WebSocketRpcTransport } from './websocket-rpc-transp
 /** Options of {@link websocketRpc}. */
 export interface WebSocketRpcOptions {
   /**
-   * Creates the socket for the final URL (metadata already in its query). Needed where the
-   * runtime has no global `WebSocket` (Node 20: `nodeWebSocketFactory()` from the Node adapter).
+   * Creates the socket for the final URL (metadata already in its query). Default: the global
+   * `WebSocket`. On Node 20, which has none, pass `nodeWebSocketFactory()` from the Node
+   * adapter; on Deno pass `denoWebSocketFactory()` from the Deno adapter, since Deno's own
+   * client leaves Nagle's algorithm on and every call then waits about 40 ms for a delayed ACK.
    */
   createWebSocket?: (url: string) => WebSocket;
 }

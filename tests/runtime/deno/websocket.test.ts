@@ -1,6 +1,6 @@
 // The fake main served by `serveDeno` on 127.0.0.1: the shared WebSocket scenarios.
 import { test } from 'node:test';
-import { serveDeno } from '../../../src/adapters/deno.ts';
+import { denoWebSocketFactory, serveDeno } from '../../../src/adapters/deno.ts';
 import {
   servedBatchPipelines,
   servedSessionStreams,
@@ -9,7 +9,12 @@ import {
 } from '../websocket-scenarios.ts';
 
 const BOUND = { timeout: 60_000 };
-const RUNTIME: WebSocketServingRuntime = { serve: serveDeno, requestId: 'req-deno-ws' };
+// Deno's own client is covered by service-websocket.test.ts; these scenarios use the adapter's.
+const RUNTIME: WebSocketServingRuntime = {
+  serve: serveDeno,
+  requestId: 'req-deno-ws',
+  createWebSocket: denoWebSocketFactory(),
+};
 
 test(
   'serveDeno: a WebSocket session authenticates, calls and streams 10 000 items',
