@@ -17,7 +17,7 @@ import {
   fakeRpcEndpoint,
   newFakeRecord,
 } from '../support/fake-main.ts';
-import { memorySocketPair, memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { type MemoryWebSocket, memoryWebSocketFactory } from '../support/memory-websocket.ts';
 
 const RPC_URL = 'https://fake.internal/rpc/fake.echo';
 
@@ -255,22 +255,17 @@ test('an empty batch is answered with an empty 200 body', async () => {
 
 /** Opens a raw in-memory WebSocket session with `endpoint`; resolves once both ends are open. */
 async function rawWebSocketSession(endpoint: ReturnType<typeof fakeRpcEndpoint>) {
-  const [client, server] = memorySocketPair();
+  const sockets = memoryWebSocketFactory(endpoint.fetch);
+  const client = sockets.createWebSocket(RPC_URL) as unknown as MemoryWebSocket;
   const received: string[] = [];
   client.addEventListener('message', (event) => received.push(event.data as string));
-  const response = await endpoint.fetch(
-    new Request(RPC_URL, { headers: { Upgrade: 'websocket' } }),
-    withWebSocketUpgrader({}, {
-      upgrade(_request, _runtime, accept) {
-        accept(server as unknown as WebSocket);
-        return new Response(null, { status: 200 });
-      },
-    }),
-  );
-  assert.equal(response.status, 200);
-  server.open();
-  client.open();
-  return { client, server, received };
+  const started = Date.now();
+  while (client.readyState === 0) {
+    if (Date.now() - started > 5_000) throw new Error('the upgrade did not complete');
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  assert.deepEqual(sockets.statuses, [200]);
+  return { client, server: client.peer!, received };
 }
 
 /** Resolves once `socket` is closed, or fails after `ms`. */
