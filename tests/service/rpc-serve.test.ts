@@ -351,21 +351,6 @@ test(
   },
 );
 
-/** A caller session to `fake.echo` over `createWebSocket`, its end limited to `maxEntries`. */
-function echoSessionOver(createWebSocket: (url: string) => WebSocket, maxEntries: number) {
-  return abilitySession<{ echo(input: unknown): unknown }>({
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
-    requestToken: () => Promise.resolve(FAKE_TOKEN),
-    transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
-      createWebSocket,
-      maxSessionEntries: maxEntries,
-    }),
-  });
-}
-
 test(
   'a WebSocket session whose caller releases its results stays open far past the entry limit',
   { timeout: 30_000 },
@@ -373,7 +358,17 @@ test(
     const record = newFakeRecord();
     const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 20 });
     const sockets = memoryWebSocketFactory(endpoint.fetch);
-    const session = echoSessionOver(sockets.createWebSocket, 20);
+    const session = abilitySession<{ echo(input: unknown): unknown }>({
+      abilityId: 'fake.echo',
+      callerServiceId: 'caller',
+      targetServiceId: 'fake',
+      scopes: [],
+      requestToken: () => Promise.resolve(FAKE_TOKEN),
+      transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+        createWebSocket: sockets.createWebSocket,
+        maxSessionEntries: 20,
+      }),
+    });
     try {
       for (let i = 0; i < 400; i++) assert.equal(await session.echo(i), i);
       // Bursts below the limit are fine too.
@@ -436,7 +431,17 @@ test(
   async () => {
     const hostile = callerFloodingEndpoint(2_000);
     const sockets = memoryWebSocketFactory(hostile.fetch);
-    const session = echoSessionOver(sockets.createWebSocket, 100);
+    const session = abilitySession<{ echo(input: unknown): unknown }>({
+      abilityId: 'fake.echo',
+      callerServiceId: 'caller',
+      targetServiceId: 'fake',
+      scopes: [],
+      requestToken: () => Promise.resolve(FAKE_TOKEN),
+      transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+        createWebSocket: sockets.createWebSocket,
+        maxSessionEntries: 100,
+      }),
+    });
     try {
       // The hostile service never answers; the call ends when the caller aborts the session.
       await assert.rejects(session.echo('hello'), (error: unknown) => {
