@@ -13,7 +13,7 @@ import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'c
 import { readBoundedText } from '../core/bounded-body.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { problemResponse } from '../core/problem.ts';
-import { sessionEntryLimit, WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
+import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
 import {
   isWebSocketUpgradeRequest,
   resolveWebSocketUpgrader,
@@ -44,7 +44,8 @@ export interface ServeRpcOptions {
   /** Most messages in one HTTP batch; default {@link DEFAULT_MAX_BATCH_MESSAGES}. Past it: 413. */
   maxBatchMessages?: number;
   /**
-   * Most imports and exports one WebSocket session may hold at once; default 10 000. Past it the session is aborted and the socket closed.
+   * Most imports and exports one WebSocket session may hold at once; default
+   * {@link DEFAULT_MAX_SESSION_ENTRIES}. Past it the session is aborted and the socket closed.
    */
   maxSessionEntries?: number;
   /** Overrides of Cap'n Web's receive limits; each must be a positive integer. */
@@ -56,6 +57,12 @@ export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
 
 /** Default most messages in one HTTP batch (a real batch carries a handful). */
 export const DEFAULT_MAX_BATCH_MESSAGES = 10_000;
+
+/**
+ * Default most imports and exports one WebSocket session may hold: each call in flight or not yet
+ * released is one, so this is also the most calls a peer can have outstanding, as in a batch.
+ */
+export const DEFAULT_MAX_SESSION_ENTRIES = 10_000;
 
 const LIMIT_NAMES: readonly (keyof RpcLimits)[] = ['maxBigIntDigits', 'maxDepth', 'maxMessageSize'];
 
@@ -189,7 +196,9 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
     );
   }
   const limits = checkedLimits(options.limits);
-  const maxEntries = sessionEntryLimit(options.maxSessionEntries, 'serveRpc');
+  const maxEntries = options.maxSessionEntries === undefined
+    ? DEFAULT_MAX_SESSION_ENTRIES
+    : requirePositiveInteger(options.maxSessionEntries, 'maxSessionEntries');
   // Some runtimes (Deno) close the original request once it is upgraded, headers included;
   // the session keeps a detached copy of what it may still want to read.
   const upgradeRequest = new Request(request.url, { method: 'GET', headers: request.headers });

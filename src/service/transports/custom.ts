@@ -5,11 +5,11 @@
  *
  * @module
  */
-import { type AnyRpcTransport, RpcSession } from 'capnweb';
+import type { AnyRpcTransport } from 'capnweb';
 import { SvcConfigurationError } from '../../core/errors.ts';
 import {
   type OpenedRpcSession,
-  openedSession,
+  openSessionOver,
   type RpcTransportFactory,
 } from './outbound-metadata.ts';
 
@@ -36,7 +36,7 @@ export function customRpcTransport(
   return {
     kind: 'custom',
     open(): OpenedRpcSession {
-      return openedSession(new RpcSession(take()));
+      return openSessionOver(take());
     },
   };
 }

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { RpcSession } from 'capnweb';
+import { type AnyRpcTransport, RpcSession } from 'capnweb';
 import { SVC_CONN_INFO_HEADER, SVC_CONN_INFO_QUERY_PARAM } from '../../core/conn-info.ts';
 import { SVC_TIMEOUT_HEADER, SVC_TIMEOUT_QUERY_PARAM } from '../../core/deadline.ts';
 import {
@@ -63,14 +63,15 @@ export interface OpenedRpcSession {
 }
 
 /**
- * A session transport's opened `session`: it accepts calls until closed, and its first `close()`
- * runs `release` (ending the connection the transport's own way) and then disposes of the main
- * stub, which ends the session and rejects whatever is still pending.
+ * A session transport's opened session over `transport`: it accepts calls until closed, and its
+ * first `close()` runs `release` (ending the connection the transport's own way) and then
+ * disposes of the main stub, which ends the session and rejects whatever is still pending.
  */
-export function openedSession(
-  session: RpcSession,
+export function openSessionOver(
+  transport: AnyRpcTransport,
   release: () => void = () => {},
 ): OpenedRpcSession {
+  const session = new RpcSession(transport);
   const main = session.getRemoteMain() as unknown as RpcMainStub;
   let closed = false;
   return {

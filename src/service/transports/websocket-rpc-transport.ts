@@ -10,7 +10,7 @@
  * @module
  */
 import type { RpcTransport } from 'capnweb';
-import { SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
+import { SvcInternalError } from '../../core/errors.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */
 export interface RpcWebSocket {
@@ -34,27 +34,6 @@ const RPC_ABORT_CLOSE_CODE = 3000;
  * this many entries before the session ends.
  */
 export const SESSION_ENTRY_CHECK_INTERVAL = 64;
-
-/**
- * Default most imports and exports one WebSocket session may hold: each call in flight or not yet
- * released is one, so this is also the most calls a peer can have outstanding, as in a batch.
- */
-export const DEFAULT_MAX_SESSION_ENTRIES = 10_000;
-
-/**
- * A session entry limit as configured (`maxSessionEntries` of `owner`), or the default when none
- * is given; anything but a positive integer is a configuration error, since a limit can be
- * changed but never switched off.
- */
-export function sessionEntryLimit(value: unknown, owner: string): number {
-  if (value === undefined) return DEFAULT_MAX_SESSION_ENTRIES;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new SvcConfigurationError(`${owner}: maxSessionEntries must be a positive integer`, {
-      reason: 'invalid_rpc_limits',
-    });
-  }
-  return value;
-}
 
 /** What an entry limit reads: Cap'n Web's `RpcSession.getStats()`. */
 export interface RpcSessionStats {

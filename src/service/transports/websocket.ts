@@ -4,20 +4,15 @@
  *
  * @module
  */
-import { RpcSession } from 'capnweb';
 import { SvcConfigurationError } from '../../core/errors.ts';
 import {
   type OpenedRpcSession,
-  openedSession,
+  openSessionOver,
   type OutboundRpcMetadata,
   type RpcTransportFactory,
   withMetadataQuery,
 } from './outbound-metadata.ts';
-import {
-  type RpcWebSocket,
-  sessionEntryLimit,
-  WebSocketRpcTransport,
-} from './websocket-rpc-transport.ts';
+import { type RpcWebSocket, WebSocketRpcTransport } from './websocket-rpc-transport.ts';
 
 /** Options of {@link websocketRpc}. */
 export interface WebSocketRpcOptions {
@@ -28,13 +23,6 @@ export interface WebSocketRpcOptions {
    * client leaves Nagle's algorithm on and every call then waits about 40 ms for a delayed ACK.
    */
   createWebSocket?: (url: string) => WebSocket;
-  /**
-   * Most imports and exports the session may hold at once (default 10 000, as on the serving
-   * side). Every call the service pushes back and every reference it sends stays an entry until
-   * the service releases it; past the limit the session is aborted and the socket closed, so a
-   * hostile or broken service cannot grow the caller's memory without bound.
-   */
-  maxSessionEntries?: number;
 }
 
 /** `http(s)` URLs name the same endpoint as `ws(s)`; anything else is refused. */
@@ -71,17 +59,13 @@ export function websocketRpc(
 ): RpcTransportFactory {
   const base = webSocketUrl(url);
   const createWebSocket = options.createWebSocket ?? globalWebSocket;
-  const maxEntries = sessionEntryLimit(options.maxSessionEntries, 'websocketRpc');
   return {
     kind: 'websocket',
     open(meta: OutboundRpcMetadata): OpenedRpcSession {
       const finalUrl = withMetadataQuery(base, meta).href;
       const socket = createWebSocket(finalUrl) as unknown as RpcWebSocket;
-      const transport = new WebSocketRpcTransport(socket);
-      const session = new RpcSession(transport);
-      transport.limitEntries(session, maxEntries);
       // A normal closure first, so the peer sees 1000 rather than the abort's 3000.
-      return openedSession(session, () => {
+      return openSessionOver(new WebSocketRpcTransport(socket), () => {
         try {
           socket.close(1000, 'session disposed');
         } catch {
