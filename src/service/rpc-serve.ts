@@ -44,8 +44,9 @@ export interface ServeRpcOptions {
   /** Most messages in one HTTP batch; default {@link DEFAULT_MAX_BATCH_MESSAGES}. Past it: 413. */
   maxBatchMessages?: number;
   /**
-   * Most imports and exports one WebSocket session may hold at once; default
-   * {@link DEFAULT_MAX_SESSION_ENTRIES}. Past it the session is aborted and the socket closed.
+   * Most calls and references the peer may hold in one WebSocket session at once (its unreleased
+   * calls and unanswered stream writes); default {@link DEFAULT_MAX_SESSION_ENTRIES}. Past it the
+   * session is aborted and the socket closed. The service's own stream writes do not count.
    */
   maxSessionEntries?: number;
   /** Overrides of Cap'n Web's receive limits; each must be a positive integer. */
@@ -59,7 +60,7 @@ export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_MAX_BATCH_MESSAGES = 10_000;
 
 /**
- * Default most imports and exports one WebSocket session may hold: each call in flight or not yet
+ * Default most entries a peer may create in one WebSocket session: each call it pushed and has not
  * released is one, so this is also the most calls a peer can have outstanding, as in a batch.
  */
 export const DEFAULT_MAX_SESSION_ENTRIES = 10_000;

@@ -395,3 +395,46 @@ test('maxSessionEntries must be a positive integer', async () => {
     );
   }
 });
+
+test(
+  'a stream of small items far past the entry limit is not cut: stream writes in flight are the ' +
+    "service's own doing",
+  { timeout: 30_000 },
+  async () => {
+    const record = newFakeRecord();
+    const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 100 });
+    const sockets = memoryWebSocketFactory(endpoint.fetch);
+    const session = abilitySession<{
+      ticks(input: { n: number }): ReadableStream<{ i: number }>;
+      echo(input: unknown): unknown;
+    }>({
+      abilityId: 'fake.echo',
+      callerServiceId: 'caller',
+      targetServiceId: 'fake',
+      scopes: [],
+      requestToken: () => Promise.resolve(FAKE_TOKEN),
+      transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+        createWebSocket: sockets.createWebSocket,
+      }),
+    });
+    try {
+      const reader = (await session.ticks({ n: 3_000 })).getReader();
+      assert.deepEqual((await reader.read()).value, { i: 0 });
+      // While the reader pauses, the service's flow-control window (256 KiB) lets it write all
+      // 3 000 items: each is an unanswered write of the service's session until read.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      let next = 1;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        assert.deepEqual(value, { i: next++ });
+      }
+      assert.equal(next, 3_000);
+      // The session outlives the stream.
+      assert.equal(await session.echo('after the stream'), 'after the stream');
+      assert.equal(sockets.sockets[0].closeCode, undefined);
+    } finally {
+      disposeAbilitySession(session);
+    }
+  },
+);

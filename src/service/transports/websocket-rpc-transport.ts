@@ -37,7 +37,7 @@ export const SESSION_ENTRY_CHECK_INTERVAL = 64;
 
 /** What an entry limit reads: Cap'n Web's `RpcSession.getStats()`. */
 export interface RpcSessionStats {
-  getStats(): { imports: number; exports: number };
+  getStats(): { exports: number };
 }
 
 /** A close frame's reason carries at most 123 UTF-8 bytes (125 minus the 2-byte code). */
@@ -86,9 +86,12 @@ export class WebSocketRpcTransport implements RpcTransport {
   }
 
   /**
-   * Ends the session once it holds more than `maxEntries` imports and exports together. Every
-   * call the peer pushes stays an export until the peer releases it, so a peer that pushes
-   * without releasing would otherwise grow the session's tables without bound.
+   * Ends the session once it holds more than `maxEntries` exports: entries the peer created here.
+   * Every call the peer pushes (and every stream write it sends) stays an export until released
+   * or answered, so a peer that pushes without releasing would otherwise grow the session's
+   * tables without bound. Imports are not counted: they are this side's own calls and stream
+   * writes, and a stream of small items legitimately keeps thousands of writes in flight, as
+   * many as the flow-control window allows.
    */
   limitEntries(session: RpcSessionStats, maxEntries: number): void {
     this.#entryLimit = { session, maxEntries };
@@ -125,11 +128,10 @@ export class WebSocketRpcTransport implements RpcTransport {
   }
 
   #entryLimitError(limit: { session: RpcSessionStats; maxEntries: number }) {
-    const { imports, exports } = limit.session.getStats();
-    if (imports + exports <= limit.maxEntries) return undefined;
+    if (limit.session.getStats().exports <= limit.maxEntries) return undefined;
     return new SvcInternalError(
-      `RPC session holds more than ${limit.maxEntries} calls and references; release results ` +
-        'before pushing more',
+      `RPC session holds more than ${limit.maxEntries} calls and references from its peer; ` +
+        'release results before pushing more',
       { status: 413, reason: 'rpc_session_too_large' },
     );
   }
