@@ -79,6 +79,14 @@ interface StreamsApi {
   ping(input: object): Promise<{ pong: true }>;
 }
 
+/** A WebSocket session to svc-c.streams with `token` (the caller disposes of it). */
+async function streamsSession(fx: Fixture, token: Promise<string>) {
+  return fx.session<StreamsApi>('svc-c.streams', {
+    token: await token,
+    transport: fx.webSocket('svc-c.streams').transport,
+  });
+}
+
 test('Streaming r1: a streaming method returns a native ReadableStream over the session', async () => {
   const fx = await createFixture();
   const socket = fx.webSocket('svc-a.echo');
@@ -100,11 +108,7 @@ test('Streaming r1: a streaming method returns a native ReadableStream over the 
 test('Streaming r1: flow control reaches the handler: an unread stream stops being produced', async () => {
   const fx = await createFixture();
   const { production, token } = deployStreams(fx);
-  const socket = fx.webSocket('svc-c.streams');
-  using session = fx.session<StreamsApi>('svc-c.streams', {
-    token: await token,
-    transport: socket.transport,
-  });
+  using session = await streamsSession(fx, token);
   const reader = (await session.big({})).getReader();
   await reader.read();
   await delay(300);
@@ -126,11 +130,7 @@ test('Streaming r1: flow control reaches the handler: an unread stream stops bei
 test('Streaming r1: cancelling the stream aborts the handler signal and ends its iterator', async () => {
   const fx = await createFixture();
   const { production, token } = deployStreams(fx);
-  const socket = fx.webSocket('svc-c.streams');
-  using session = fx.session<StreamsApi>('svc-c.streams', {
-    token: await token,
-    transport: socket.transport,
-  });
+  using session = await streamsSession(fx, token);
   const reader = (await session.big({})).getReader();
   assert.equal((await reader.read()).value?.i, 0);
   await reader.cancel('consumer went away');
@@ -167,11 +167,7 @@ test('Streaming r4: the handler batches items and declares the batch (an array) 
   const discovered = fx.services['svc-c'].discovery().abilities[0].methods.batches;
   assert.equal(discovered.stream, true);
   assert.equal(discovered.outputSchema.type, 'array');
-  const socket = fx.webSocket('svc-c.streams');
-  using session = fx.session<StreamsApi>('svc-c.streams', {
-    token: await token,
-    transport: socket.transport,
-  });
+  using session = await streamsSession(fx, token);
   const received: number[] = [];
   let batches = 0;
   for await (
