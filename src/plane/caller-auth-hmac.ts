@@ -76,7 +76,6 @@ export interface HmacServiceClientAuthOptions {
 const CHALLENGE = `${HMAC_CALLER_AUTH_SCHEME} realm="svc-capability-token"`;
 const SIGNATURE_BYTES = 32;
 const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/;
-const utf8 = new TextEncoder();
 
 interface RegisteredClient {
   serviceId: string;
@@ -182,7 +181,7 @@ export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): Ca
       requestId,
       timestamp,
     });
-    if (!(await client.key()).verify(utf8.encode(signed), signature)) {
+    if (!(await client.key()).verify(signed, signature)) {
       throw new HmacRefusal('signature_mismatch', 'The signature does not match', clientId);
     }
     return { clientId, serviceId: client.serviceId };

@@ -457,6 +457,12 @@ export function createTokenEndpoint(
   };
 }
 
+// Built once: every token response carries the same headers (the plane adds the request id).
+const TOKEN_RESPONSE_HEADERS = Object.freeze({
+  'Content-Type': 'application/json',
+  ...NO_STORE_HEADERS,
+});
+
 function tokenResponse(issued: IssuedToken): Response {
   const expiresAtMs = issued.expiresAt.getTime();
   const body = {
@@ -464,10 +470,7 @@ function tokenResponse(issued: IssuedToken): Response {
     tokenType: CAPABILITY_TOKEN_TYPE,
     expiresAt: issued.expiresAt.toISOString(),
     expiresIn: Math.max(0, Math.floor((expiresAtMs - Date.now()) / 1000)),
-    scopes: [...issued.scopes],
+    scopes: issued.scopes,
   };
-  return new Response(JSON.stringify(body), {
-    status: 200,
-    headers: { 'Content-Type': 'application/json', ...NO_STORE_HEADERS },
-  });
+  return new Response(JSON.stringify(body), { status: 200, headers: TOKEN_RESPONSE_HEADERS });
 }

@@ -50,16 +50,11 @@ const P256 = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 // how a header sent twice arrives).
 const CLIENT_ID_PATTERN = /^[\x21-\x2b\x2d-\x7e]{1,200}$/;
 
-/** The body of a token request as bytes, from whatever the caller holds. */
-export function requestBodyBytes(body: Uint8Array | string): Uint8Array {
-  return typeof body === 'string' ? utf8.encode(body) : body;
-}
-
 /** Base64url SHA-256 of the raw body bytes: the `bh` claim and the HMAC body line. */
 export async function requestBodyHash(body: Uint8Array | string): Promise<string> {
   // Computed here rather than by `crypto.subtle.digest`, whose fixed cost per call is far above
   // hashing a token request's few hundred bytes (see core/sha256.ts).
-  return await Promise.resolve(encodeBase64Url(sha256(requestBodyBytes(body))));
+  return await Promise.resolve(encodeBase64Url(sha256(body)));
 }
 
 // The plane reads the same request URL on every token request and a requester signs for one
@@ -131,11 +126,11 @@ export async function importHmacClientSecret(
 /** The MAC of `message` under any form of the client secret a caller may hold. */
 async function hmacOf(
   secret: string | CryptoKey | HmacSha256Key,
-  message: Uint8Array,
+  message: string,
 ): Promise<Uint8Array> {
   if (secret instanceof HmacSha256Key) return secret.sign(message);
   if (isCryptoKey(secret)) {
-    return new Uint8Array(await crypto.subtle.sign('HMAC', secret, message as BufferSource));
+    return new Uint8Array(await crypto.subtle.sign('HMAC', secret, utf8.encode(message)));
   }
   return (await importHmacClientSecret(secret)).sign(message);
 }
@@ -197,7 +192,7 @@ export async function signHmacTokenRequest(
     requestId,
     timestamp,
   });
-  const signature = await hmacOf(input.clientSecret, utf8.encode(signed));
+  const signature = await hmacOf(input.clientSecret, signed);
   return {
     Authorization: `${HMAC_CALLER_AUTH_SCHEME} ${encodeBase64Url(signature)}`,
     [SVC_CLIENT_ID_HEADER]: clientId,

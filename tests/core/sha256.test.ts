@@ -88,3 +88,58 @@ test('constantTimeEqual compares lengths and every byte', () => {
   assert.equal(constantTimeEqual(new Uint8Array([1, 2]), new Uint8Array([1, 2, 0])), false);
   assert.equal(constantTimeEqual(new Uint8Array(0), new Uint8Array(0)), true);
 });
+
+test('sha256 and HMAC of a string hash its UTF-8 bytes, short or longer than any buffer', async () => {
+  const key = crypto.getRandomValues(new Uint8Array(32));
+  const reference = await crypto.subtle.importKey(
+    'raw',
+    key,
+    { name: 'HMAC', hash: 'SHA-256' },
+    false,
+    ['sign'],
+  );
+  const ours = new HmacSha256Key(key);
+  const texts = [
+    '',
+    'plain ascii',
+    'é, 漢字 and 🔑',
+    'x'.repeat(2047),
+    '漢'.repeat(2048),
+    '🔑'.repeat(5000),
+  ];
+  for (const text of texts) {
+    const bytes = utf8.encode(text);
+    const label = `${text.length} units`;
+    assert.equal(hex(sha256(text)), hex(await crypto.subtle.digest('SHA-256', bytes)), label);
+    const expected = new Uint8Array(await crypto.subtle.sign('HMAC', reference, bytes));
+    assert.equal(hex(ours.sign(text)), hex(expected), label);
+    assert.equal(ours.verify(text, expected), true, label);
+  }
+});
+
+test('hashes and keys used in turn never leak state into each other', async () => {
+  const first = new HmacSha256Key(utf8.encode('first key'));
+  const second = new HmacSha256Key(utf8.encode('second key'));
+  const messages = [0, 1, 63, 64, 65, 130].map((length) =>
+    crypto.getRandomValues(new Uint8Array(length))
+  );
+  const expected = [];
+  for (const message of messages) {
+    expected.push([hex(first.sign(message)), hex(second.sign(message)), hex(sha256(message))]);
+  }
+  // Interleaved in another order, and each result kept while the next is computed.
+  const kept = [];
+  for (let round = 0; round < 3; round++) {
+    for (const [index, message] of [...messages.entries()].reverse()) {
+      const digest = sha256(message);
+      const fromSecond = second.sign(message);
+      const fromFirst = first.sign(message);
+      kept.push({ index, fromFirst, fromSecond, digest });
+    }
+  }
+  for (const { index, fromFirst, fromSecond, digest } of kept) {
+    assert.deepEqual([hex(fromFirst), hex(fromSecond), hex(digest)], expected[index]);
+  }
+  assert.notEqual(expected[0][0], expected[0][1]);
+  assert.equal(expected[2][2], hex(await crypto.subtle.digest('SHA-256', messages[2])));
+});
