@@ -37,7 +37,11 @@ export interface ControlPlaneOptions {
   timeout?: TimeoutPolicy;
   /** Event sink; `false` silences REST, broker, MCP and config events. */
   log?: SvcLogOption;
-  /** Default token lifetime (capped by `MAX_CAPABILITY_TOKEN_TTL_SECONDS`). */
+  /**
+   * Token lifetime in seconds, at most `MAX_CAPABILITY_TOKEN_TTL_SECONDS`; default
+   * `DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS`. Also the longest lifetime a request may ask for: a
+   * longer request gets this one. Size the signing-key rotation overlap window from it.
+   */
   ttlSeconds?: number;
   /** Front doors: accepted names that are not built yet refuse construction with a clear error. */
   invocationMiddleware?: unknown;

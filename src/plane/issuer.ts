@@ -93,16 +93,21 @@ function checkSubject(subject: DelegatedSubject): DelegatedSubject {
   return checked;
 }
 
-/** Resolves the effective lifetime: the request, else the plane default, capped by the maximum. */
-export function effectiveTtlSeconds(requested: unknown, defaultTtlSeconds: number): number {
-  if (requested === undefined) return Math.min(defaultTtlSeconds, MAX_CAPABILITY_TOKEN_TTL_SECONDS);
+/**
+ * Resolves a token's lifetime. The plane's `ttlSeconds` is both the default and the ceiling: a
+ * request may ask for less, never more. Signing-key rotation sizes its overlap window from that
+ * ceiling, so a caller able to ask for a longer token could outlive a key's retirement.
+ */
+export function effectiveTtlSeconds(requested: unknown, planeTtlSeconds: number): number {
+  const ceiling = Math.min(planeTtlSeconds, MAX_CAPABILITY_TOKEN_TTL_SECONDS);
+  if (requested === undefined) return ceiling;
   if (typeof requested !== 'number' || !Number.isInteger(requested) || requested <= 0) {
     throw new CapabilityAuthError('ttlSeconds must be a positive integer', {
       status: 403,
       reason: 'invalid_ttl',
     });
   }
-  return Math.min(requested, MAX_CAPABILITY_TOKEN_TTL_SECONDS);
+  return Math.min(requested, ceiling);
 }
 
 /** Builds the issuer functions over one catalog and one signing authority. */

@@ -141,8 +141,15 @@ test('Rotation r5: the parts of the overlap window are bounded and configurable'
   assert.equal(DEFAULT_HTTP_CACHE_MAX_AGE_SECONDS, 60);
   assert.equal(DEFAULT_JWKS_CACHE_TTL_SECONDS, 300);
   const fx = await createPlaneDeployment();
+  // The maximum token lifetime is the plane's ttlSeconds: no request gets a longer token.
   const capped = decodeJws(await tokenFrom(fx.plane, tokenBody({ ttlSeconds: 86_400 })));
-  assert.equal((capped.claims.exp as number) - (capped.claims.iat as number), 3600);
+  assert.equal((capped.claims.exp as number) - (capped.claims.iat as number), 120);
+  const longLived = fx.replica(['k1'], { ttlSeconds: 600 });
+  const longest = decodeJws(await tokenFrom(longLived, tokenBody({ ttlSeconds: 86_400 })));
+  assert.equal((longest.claims.exp as number) - (longest.claims.iat as number), 600);
+  const atMax = fx.replica(['k1'], { ttlSeconds: MAX_CAPABILITY_TOKEN_TTL_SECONDS });
+  const maxed = decodeJws(await tokenFrom(atMax, tokenBody({ ttlSeconds: 86_400 })));
+  assert.equal((maxed.claims.exp as number) - (maxed.claims.iat as number), 3600);
   assert.throws(() => fx.replica(['k1'], { ttlSeconds: 7200 }), SvcConfigurationError);
   const defaults = await readResponse(
     await fx.replica(['k1'], { httpCache: true }).fetch(new Request(JWKS_URL)),

@@ -60,9 +60,11 @@ test('Control-plane routes: the token request states the caller and takes abilit
   const { claims } = decodeJws(short.body.token);
   assert.equal((claims.exp as number) - (claims.iat as number), 30);
   assert.ok(short.body.expiresIn <= 30);
+  // The plane's lifetime (here the default, 120 s) is the longest a request may ask for.
   const capped = await fx.send(await hmacTokenRequest(tokenBody({ ttlSeconds: 999_999 })));
   const cappedClaims = decodeJws(capped.body.token).claims;
-  assert.equal((cappedClaims.exp as number) - (cappedClaims.iat as number), 3600);
+  assert.equal((cappedClaims.exp as number) - (cappedClaims.iat as number), 120);
+  assert.ok(capped.body.expiresIn <= 120);
   const known = await fx.send(await hmacTokenRequest(tokenBody({ abilityId: 'svc-a.echo' })));
   assert.equal(known.status, 200);
   const unknown = await fx.send(await hmacTokenRequest(tokenBody({ abilityId: 'svc-a.nope' })));
@@ -220,4 +222,37 @@ test('Control-plane routes: every plane response carries X-Request-Id', async ()
   );
   const replaced = hostile.headers.get('X-Request-Id') ?? '';
   assert.match(replaced, /^[0-9a-f-]{36}$/, 'an unusable incoming id is replaced by a UUID');
+});
+
+test('Control-plane routes: the plane ttlSeconds is the default lifetime and the longest one a request gets', async () => {
+  const fx = await createPlaneDeployment({ plane: { ttlSeconds: 60 } });
+  const lifetime = async (extra: Record<string, unknown>) => {
+    const response = await fx.send(await hmacTokenRequest(tokenBody(extra)));
+    assert.equal(response.status, 200, JSON.stringify(extra));
+    const { claims } = decodeJws(response.body.token);
+    assert.ok(response.body.expiresIn <= 60);
+    return (claims.exp as number) - (claims.iat as number);
+  };
+  assert.equal(await lifetime({}), 60);
+  assert.equal(await lifetime({ ttlSeconds: 30 }), 30);
+  assert.equal(await lifetime({ ttlSeconds: 61 }), 60);
+  assert.equal(await lifetime({ ttlSeconds: 3600 }), 60);
+  // The same ceiling holds in process, for every issuing function and for the requesters.
+  const inProcess = await fx.plane.issueCapabilityToken({
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.read'],
+    callerAccess: 'service',
+    ttlSeconds: 3600,
+  });
+  const inProcessClaims = decodeJws(inProcess.token).claims;
+  assert.equal((inProcessClaims.exp as number) - (inProcessClaims.iat as number), 60);
+  const requested = await fx.hmacRequester('hc1', { ttlSeconds: 3600 })({
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    abilityId: 'svc-a.echo',
+    scopes: ['svc-a.read'],
+  });
+  const requestedClaims = decodeJws(requested).claims;
+  assert.equal((requestedClaims.exp as number) - (requestedClaims.iat as number), 60);
 });
