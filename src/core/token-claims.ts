@@ -110,14 +110,20 @@ function codePointLength(text: string): number {
   return length;
 }
 
+/**
+ * Whether a principal kind is longer than {@link MAX_PRINCIPAL_KIND_LENGTH} characters, counted
+ * as Unicode code points: the one count the plane checks before minting and the verifier after.
+ */
+export function isPrincipalKindTooLong(kind: string): boolean {
+  // UTF-16 length bounds the code-point count from above and at most doubles it.
+  return kind.length > MAX_PRINCIPAL_KIND_LENGTH &&
+    (kind.length > 2 * MAX_PRINCIPAL_KIND_LENGTH ||
+      codePointLength(kind) > MAX_PRINCIPAL_KIND_LENGTH);
+}
+
 function optionalPrincipalKind(value: unknown, fail: ClaimProblemHandler): string | undefined {
   const kind = optionalText(value, 'spk', fail);
-  // UTF-16 length bounds the code-point count from above and at most doubles it.
-  if (
-    kind !== undefined && kind.length > MAX_PRINCIPAL_KIND_LENGTH &&
-    (kind.length > 2 * MAX_PRINCIPAL_KIND_LENGTH ||
-      codePointLength(kind) > MAX_PRINCIPAL_KIND_LENGTH)
-  ) {
+  if (kind !== undefined && isPrincipalKindTooLong(kind)) {
     fail(`claim "spk" must be at most ${MAX_PRINCIPAL_KIND_LENGTH} characters`);
   }
   return kind;

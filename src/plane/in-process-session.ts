@@ -12,6 +12,7 @@
 import { type ConnInfo, serializeConnInfo } from '../core/conn-info.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { DelegatedSubject } from '../core/identity.ts';
+import { isPrincipalKindTooLong, MAX_PRINCIPAL_KIND_LENGTH } from '../core/token-claims.ts';
 import { applyTimeoutPolicy, type TimeoutPolicy } from '../core/deadline.ts';
 import { type AbilitySession, abilitySession } from '../service/ability-session.ts';
 import type {
@@ -22,7 +23,6 @@ import type {
 } from '../service/transports/outbound-metadata.ts';
 import type { Catalog, ResolvedTarget } from './catalog.ts';
 import type { createIssuer } from './issuer.ts';
-import { MAX_PRINCIPAL_KIND_LENGTH } from './issuer.ts';
 
 /** The broker caller: who the plane is acting for (set by invocation middleware or app code). */
 export interface BrokerCaller {
@@ -77,7 +77,7 @@ export function validateBrokerCaller(caller: unknown, label: string): BrokerCall
   if (record.orgId !== undefined) checked.orgId = text(record.orgId, 'caller.orgId');
   if (record.principalKind !== undefined) {
     const kind = text(record.principalKind, 'caller.principalKind');
-    if (kind.length > MAX_PRINCIPAL_KIND_LENGTH) {
+    if (isPrincipalKindTooLong(kind)) {
       throw new SvcConfigurationError(
         `${label}: caller.principalKind exceeds ${MAX_PRINCIPAL_KIND_LENGTH} characters`,
       );

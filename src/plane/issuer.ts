@@ -11,6 +11,7 @@
 import { type CapabilityTokenClaims, signCapabilityToken } from '../core/capability-token.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { CallerAccess, DelegatedSubject } from '../core/identity.ts';
+import { isPrincipalKindTooLong, MAX_PRINCIPAL_KIND_LENGTH } from '../core/token-claims.ts';
 import type { createCatalog, ResolvedTarget } from './catalog.ts';
 import { checkNormalizedGrant, normalizeScopes } from './grants.ts';
 import type { SigningAuthority } from './signing-keys.ts';
@@ -19,8 +20,6 @@ import type { SigningAuthority } from './signing-keys.ts';
 export const DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS = 120;
 /** Maximum lifetime of a capability token, in seconds; longer requests are capped. */
 export const MAX_CAPABILITY_TOKEN_TTL_SECONDS = 3600;
-/** Maximum length of a principal kind (`spk`). */
-export const MAX_PRINCIPAL_KIND_LENGTH = 512;
 
 /** What trusted plane code asks for when it mints a token directly. */
 export interface IssueCapabilityTokenOptions {
@@ -82,7 +81,7 @@ function checkSubject(subject: DelegatedSubject): DelegatedSubject {
   const checked: DelegatedSubject = { id: requireText(subject.id, 'subject.id') };
   if (subject.kind !== undefined) {
     const kind = requireText(subject.kind, 'subject.kind');
-    if (kind.length > MAX_PRINCIPAL_KIND_LENGTH) {
+    if (isPrincipalKindTooLong(kind)) {
       throw new SvcConfigurationError(
         `issueCapabilityToken: \`subject.kind\` exceeds ${MAX_PRINCIPAL_KIND_LENGTH} characters`,
       );

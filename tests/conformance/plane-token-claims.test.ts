@@ -140,24 +140,43 @@ test('Claims r3: every minted token states spa; a token without spa reads as pla
 
 test('Claims r4: spk is a non-empty string of at most 512 characters; malformed is refused', async () => {
   const fx = await createPlaneDeployment();
-  for (const kind of ['', 'x'.repeat(513), 5, {}]) {
+  for (const kind of ['', 'x'.repeat(513), '🔑'.repeat(513), 5, {}]) {
     await assert.rejects(
       fx.plane.issueCapabilityToken({ ...planeIssue(), subject: { id: 'u', kind } as never }),
       SvcConfigurationError,
       `kind ${JSON.stringify(kind)}`,
     );
   }
-  const longest = 'k'.repeat(512);
-  const issued = await fx.plane.issueCapabilityToken({
-    ...planeIssue(),
-    subject: { id: 'u', kind: longest },
-  });
-  using accepted = fx.session('svc-a.echo', { token: issued.token });
-  const report = await accepted.whoami({}) as Report;
-  assert.deepEqual(report.identity.subject, { id: 'u', kind: longest });
+  // Characters are code points, counted alike by the plane and the verifier: 512 emoji (1 024
+  // UTF-16 units) are 512 characters.
+  for (const longest of ['k'.repeat(512), '🔑'.repeat(512), 'é'.repeat(300) + '🔑'.repeat(212)]) {
+    const issued = await fx.plane.issueCapabilityToken({
+      ...planeIssue(),
+      subject: { id: 'u', kind: longest },
+    });
+    using accepted = fx.session('svc-a.echo', { token: issued.token });
+    const report = await accepted.whoami({}) as Report;
+    assert.deepEqual(report.identity.subject, { id: 'u', kind: longest });
+  }
+  for (const principalKind of ['🔑'.repeat(512), '🔑'.repeat(513)]) {
+    const open = () =>
+      fx.plane.abilitySession({
+        abilityId: 'svc-a.echo',
+        targetServiceId: 'svc-a',
+        scopes: ['svc-a.read'],
+        caller: { id: 'u', kind: 'user', principalKind },
+      });
+    if ([...principalKind].length > 512) {
+      assert.throws(open, SvcConfigurationError);
+      continue;
+    }
+    using session = open();
+    const report = await session.whoami({}) as Report;
+    assert.equal(report.identity.subject?.kind, principalKind);
+  }
   // A malformed spk that reaches a service is rejected there, not dropped.
   const delegated = { sub: 'u', act: { sub: PLANE_ID }, spa: 'plane', scp: ['svc-a.read'] };
-  for (const spk of ['', 'x'.repeat(513), 5]) {
+  for (const spk of ['', 'x'.repeat(513), '🔑'.repeat(513), 5]) {
     using session = fx.session('svc-a.echo', { token: await forged({ ...delegated, spk }) });
     await assertRefusal(session.whoami({}), { status: 401, reason: 'invalid_claims' });
   }
