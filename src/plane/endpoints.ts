@@ -10,7 +10,7 @@
  * @module
  */
 import { SvcConfigurationError } from '../core/errors.ts';
-import { SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import { scopeNameProblem } from '../service/identifiers.ts';
 import { SERVICE_DISCOVERY_PATH } from '../service/service.ts';
 import {
@@ -253,7 +253,10 @@ function routeBelow(base: URL, path: string): URL {
 
 function discoveryRequest(url: URL, init: { signal: AbortSignal; requestId?: string }): Request {
   const headers = new Headers({ Accept: 'application/json' });
-  if (init.requestId !== undefined) headers.set(SVC_REQUEST_ID_HEADER, init.requestId);
+  // The id is the caller's to choose, so it is forwarded only when well formed, as on every
+  // other outbound request: a malformed one must not turn a healthy target into a failed one.
+  const requestId = acceptRequestId(init.requestId);
+  if (requestId !== undefined) headers.set(SVC_REQUEST_ID_HEADER, requestId);
   // A redirect would let the answer come from somewhere the configuration never named.
   return new Request(url, { method: 'GET', headers, signal: init.signal, redirect: 'manual' });
 }

@@ -102,6 +102,20 @@ test('In-process session options: requestId reaches the handler, the RPC and dis
   assert.equal(fx.rpcRequests('svc-a').at(-1)?.headers.get('X-Request-Id'), 'req-inproc-1');
 });
 
+test('In-process session options: a malformed requestId is dropped, even on a cold catalog', async () => {
+  for (const requestId of ['req\nX-Injected: 1', 'a b', 'x'.repeat(201), '']) {
+    // A fresh plane each time: the first call resolves the catalog with this id in hand.
+    const fx = await createPlaneDeployment();
+    const report = await whoami(fx, echo({ requestId }));
+    assert.equal(report.identity.audience, 'svc-a', `${JSON.stringify(requestId)}: call succeeds`);
+    assert.notEqual(report.requestId, requestId);
+    const discovery = fx.discoveryRequests('svc-a');
+    assert.equal(discovery.length, 1);
+    assert.equal(discovery[0].headers.get('X-Request-Id'), null);
+    assert.notEqual(fx.rpcRequests('svc-a').at(-1)?.headers.get('X-Request-Id'), requestId);
+  }
+});
+
 test('In-process session options: timeoutMs bounds each call and reaches the handler', async () => {
   const fx = await createPlaneDeployment();
   const report = await whoami(fx, echo({ timeoutMs: 5000 }));
