@@ -19,7 +19,7 @@
  * | target id not configured | `CapabilityAuthError` 403 `unknown_target` |
  * | document `id` or `capabilities.serviceId` differs from the endpoint id | `CapabilityAuthError` 403 `unknown_target` (the registry does not accept it, so no service by that id is known) |
  * | request failed, timed out, or answered other than 200 | `SvcInternalError` 500 `target_unreachable` |
- * | body too large, not UTF-8 JSON, or refused by `parseServiceDiscoveryDocument` | `SvcInternalError` 500 `target_discovery_rejected` |
+ * | body too large, not UTF-8 JSON, or refused by `parseServiceDiscoveryDocument` | `CapabilityAuthError` 403 `unknown_target` (its discovery failed: the registry accepts no document for it) |
  *
  * Messages name the target but never carry the underlying network error or parser detail (they
  * can reveal internal addresses); those go to the log as `svc.catalog.target_failed`.

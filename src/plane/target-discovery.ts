@@ -20,7 +20,12 @@ import type { ServiceEndpoint } from './endpoints.ts';
 /** The largest discovery document body read; a larger one is rejected. */
 export const MAX_DISCOVERY_DOCUMENT_BYTES = 4 * 1024 * 1024;
 
-/** 403 `unknown_target`: no accepted service by that id. */
+/**
+ * 403 `unknown_target`: no accepted service by that id. A target that answered with a document
+ * the registry does not accept (another id, not JSON, too large, malformed) gets this refusal
+ * too: its discovery failed, so the registry knows no service by that id (Caller authentication
+ * r7). Only a target that cannot be reached gets a 500.
+ */
 export function unknownTarget(targetServiceId: string): CapabilityAuthError {
   return new CapabilityAuthError(`Unknown target service "${targetServiceId}"`, {
     status: 403,
@@ -33,14 +38,6 @@ export function targetUnreachable(targetServiceId: string): SvcInternalError {
   return new SvcInternalError(`Target service "${targetServiceId}" is unreachable`, {
     reason: 'target_unreachable',
   });
-}
-
-/** 500 `target_discovery_rejected`: the answer is not an acceptable document. */
-export function discoveryRejected(targetServiceId: string): SvcInternalError {
-  return new SvcInternalError(
-    `Target service "${targetServiceId}" published a discovery document that is not accepted`,
-    { reason: 'target_discovery_rejected' },
-  );
 }
 
 /** A failed resolution: `refusal` is what the caller sees, `detail` goes to the log only. */
@@ -62,7 +59,7 @@ async function readBoundedText(response: Response, targetServiceId: string): Pro
     if (size > MAX_DISCOVERY_DOCUMENT_BYTES) {
       await reader.cancel().catch(() => {});
       throw new DiscoveryFailure(
-        discoveryRejected(targetServiceId),
+        unknownTarget(targetServiceId),
         `document larger than ${MAX_DISCOVERY_DOCUMENT_BYTES} bytes`,
       );
     }
@@ -77,7 +74,7 @@ async function readBoundedText(response: Response, targetServiceId: string): Pro
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    throw new DiscoveryFailure(discoveryRejected(targetServiceId), 'document is not UTF-8');
+    throw new DiscoveryFailure(unknownTarget(targetServiceId), 'document is not UTF-8');
   }
 }
 
@@ -129,10 +126,7 @@ export function acceptDocument(value: unknown, targetServiceId: string): Service
     document = deepFreeze(parseServiceDiscoveryDocument(value, targetServiceId));
   } catch (error) {
     const { message } = describeErrorForLog(error);
-    const refusal = (error as { reason?: unknown } | null)?.reason === 'discovery_service_mismatch'
-      ? unknownTarget(targetServiceId)
-      : discoveryRejected(targetServiceId);
-    throw new DiscoveryFailure(refusal, `document refused: ${message}`);
+    throw new DiscoveryFailure(unknownTarget(targetServiceId), `document refused: ${message}`);
   }
   acceptedDocuments.add(document);
   return document;
@@ -194,7 +188,7 @@ export async function fetchDocument(
   try {
     value = JSON.parse(text);
   } catch {
-    throw new DiscoveryFailure(discoveryRejected(endpoint.id), 'document is not valid JSON');
+    throw new DiscoveryFailure(unknownTarget(endpoint.id), 'document is not valid JSON');
   }
   return acceptDocument(value, endpoint.id);
 }

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CallerAuthenticator } from '../../src/plane/caller-auth.ts';
+import { localService } from '../../src/plane/endpoints.ts';
 import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
@@ -392,6 +393,36 @@ test('Caller authentication r7: refusals are scoped to the affected target', asy
     const body of [tokenBody(), tokenBody({ targetServiceId: 'svc-c', scopes: ['svc-c.read'] })]
   ) {
     assert.equal((await fx.send(await hmacTokenRequest(body))).status, 200);
+  }
+});
+
+test('Caller authentication r7: a target whose discovery failed gets its unknown-target error', async () => {
+  // Reachable, but what it publishes is no discovery document the registry accepts.
+  const answers = ['{"id": "svc-broken",', '[]', JSON.stringify({ id: 'svc-broken' })];
+  let answer = answers[0];
+  const broken = localService({
+    id: 'svc-broken',
+    grants: [{ caller: 'svc-caller', scopes: ['svc-broken.read'] }],
+    service: {
+      fetch: () =>
+        Promise.resolve(
+          new Response(answer, { headers: { 'Content-Type': 'application/json' } }),
+        ),
+    },
+  });
+  const fx = await createPlaneDeployment({ extraServices: [broken] });
+  for (answer of answers) {
+    const refused = await fx.send(
+      await hmacTokenRequest(
+        tokenBody({ targetServiceId: 'svc-broken', scopes: ['svc-broken.read'] }),
+      ),
+    );
+    assert.equal(refused.status, 403, answer);
+    assert.equal(refused.body.code, 'capability_auth');
+    assert.equal(refused.body.reason, 'unknown_target');
+    assert.match(refused.body.detail, /svc-broken/);
+    assert.equal(refused.body.token, undefined);
+    assert.equal((await fx.send(await hmacTokenRequest(tokenBody()))).status, 200, 'svc-a works');
   }
 });
 

@@ -172,7 +172,7 @@ test('Claims r4: spk is a non-empty string of at most 512 characters; malformed 
     }
     using session = open();
     const report = await session.whoami({}) as Report;
-    assert.equal(report.identity.subject?.kind, principalKind);
+    assert.deepEqual(report.identity.subject, { id: 'u', kind: principalKind });
   }
   // A malformed spk that reaches a service is rejected there, not dropped.
   const delegated = { sub: 'u', act: { sub: PLANE_ID }, spa: 'plane', scp: ['svc-a.read'] };

@@ -82,8 +82,8 @@ test('REG-03 a REST path variable that is not a top-level input field rejects th
   document.abilities[0].methods.whoami.rest = { method: 'get', path: '/items/{nope}', status: 200 };
   const { fx } = await withFake(document);
   const response = await fx.send(await hmacTokenRequest(fakeRequest));
-  assert.equal(response.status, 500);
-  assert.equal(response.body.reason, 'target_discovery_rejected');
+  assert.equal(response.status, 403);
+  assert.equal(response.body.reason, 'unknown_target');
   assert.equal(response.body.token, undefined);
   const [event] = fx.eventsNamed('svc.catalog.target_failed');
   assert.equal(event.target, FAKE);

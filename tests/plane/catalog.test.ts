@@ -318,7 +318,7 @@ test('all resolves every target in parallel, each with its own timeout, failures
   assert.deepEqual(targets.map((target) => target.endpoint.id), ['svc-a', 'svc-b']);
   assert.deepEqual(failures.map((failure) => failure.id), ['svc-d', 'svc-e']);
   assert.equal((failures[0].error as { reason?: string }).reason, 'target_unreachable');
-  assert.equal((failures[1].error as { reason?: string }).reason, 'target_discovery_rejected');
+  assert.equal((failures[1].error as { reason?: string }).reason, 'unknown_target');
   // Parallel: bounded by one timeout, not the sum of them.
   assert.ok(elapsed < 2_000, `all() took ${elapsed} ms`);
   d.release();
@@ -333,29 +333,30 @@ test('a timeout bounds a target whose fetch ignores its abort signal', async () 
   d.release();
 });
 
-test('non-200 answers are unreachable; invalid JSON, non-UTF-8 and oversized bodies are rejected', async () => {
+test('non-200 answers are unreachable (500); invalid JSON, non-UTF-8 and oversized bodies make an unknown target (403)', async () => {
   const cases: [Parameters<ReturnType<typeof fakeService>['behave']>[0], string][] = [
     [{ kind: 'status', status: 404 }, 'target_unreachable'],
     [{ kind: 'status', status: 302 }, 'target_unreachable'],
     [{ kind: 'status', status: 500 }, 'target_unreachable'],
-    [{ kind: 'text', body: '{"id": "svc-a",' }, 'target_discovery_rejected'],
-    [{ kind: 'text', body: '' }, 'target_discovery_rejected'],
-    [{ kind: 'document', body: ['not', 'an', 'object'] }, 'target_discovery_rejected'],
-    [{ kind: 'document', body: { id: 'svc-a' } }, 'target_discovery_rejected'],
+    [{ kind: 'text', body: '{"id": "svc-a",' }, 'unknown_target'],
+    [{ kind: 'text', body: '' }, 'unknown_target'],
+    [{ kind: 'document', body: ['not', 'an', 'object'] }, 'unknown_target'],
+    [{ kind: 'document', body: { id: 'svc-a' } }, 'unknown_target'],
     [
       { kind: 'text', body: ' '.repeat(MAX_DISCOVERY_DOCUMENT_BYTES + 1) },
-      'target_discovery_rejected',
+      'unknown_target',
     ],
   ];
   const a = fakeService('svc-a');
   const catalog = catalogOf([a.endpoint]);
   for (const [behaviour, reason] of cases) {
     a.behave(behaviour);
-    await rejectsWithInfo(catalog.target('svc-a', {}, 'token'), {
-      code: 'internal',
-      status: 500,
-      reason,
-    });
+    await rejectsWithInfo(
+      catalog.target('svc-a', {}, 'token'),
+      reason === 'unknown_target'
+        ? { code: 'capability_auth', status: 403, reason }
+        : { code: 'internal', status: 500, reason },
+    );
   }
   const bytes = new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]);
   const binary = createCatalog({
@@ -368,7 +369,7 @@ test('non-200 answers are unreachable; invalid JSON, non-UTF-8 and oversized bod
     log: false,
   });
   await rejectsWithInfo(binary.target('svc-a', {}, 'token'), {
-    reason: 'target_discovery_rejected',
+    reason: 'unknown_target',
   });
 });
 
@@ -446,9 +447,9 @@ test('REG-03 a document whose REST path names a variable that is not an input fi
   const b = fakeService('svc-b');
   const catalog = catalogOf([a.endpoint, b.endpoint]);
   await rejectsWithInfo(catalog.target('svc-a', {}, 'openapi'), {
-    code: 'internal',
-    status: 500,
-    reason: 'target_discovery_rejected',
+    code: 'capability_auth',
+    status: 403,
+    reason: 'unknown_target',
   });
   const all = await catalog.all({}, 'openapi');
   assert.deepEqual(all.targets.map((target) => target.endpoint.id), ['svc-b']);
