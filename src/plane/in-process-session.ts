@@ -142,6 +142,18 @@ function deferredTransport(resolve: () => RpcTransportFactory | undefined): RpcT
   };
 }
 
+/** The session budget: a whole, non-negative number of milliseconds (`0` fails every call). */
+function budgetOf(timeoutMs: unknown): number | undefined {
+  if (timeoutMs === undefined) return undefined;
+  if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs < 0) {
+    throw new SvcConfigurationError(
+      'abilitySession: timeoutMs must be a non-negative integer number of milliseconds',
+      { reason: 'invalid_timeout' },
+    );
+  }
+  return timeoutMs;
+}
+
 /** Builds `plane.abilitySession`. */
 export function createInProcessSessions(deps: SessionDependencies) {
   return {
@@ -171,7 +183,7 @@ export function createInProcessSessions(deps: SessionDependencies) {
         transport = target.endpoint.rpcTransport(ability.rpc.path, 'http-batch');
         return issued.token;
       };
-      const timeoutMs = applyTimeoutPolicy(options.timeoutMs, deps.timeoutPolicy, {
+      const timeoutMs = applyTimeoutPolicy(budgetOf(options.timeoutMs), deps.timeoutPolicy, {
         perCallTransport: true,
       });
       return abilitySession<Api>({

@@ -126,6 +126,14 @@ test('In-process session options: timeoutMs bounds each call and reaches the han
   const before = fx.requests.length;
   await assertRefusal(none.whoami({}), { code: 'timeout', status: 504 });
   assert.equal(fx.requests.length, before, 'a zero budget fails before any request');
+  for (const timeoutMs of [1.5, -1, Number.NaN, Infinity, '100']) {
+    assert.throws(
+      () => fx.plane.abilitySession(echo({ timeoutMs: timeoutMs as number })),
+      (error: unknown) => error instanceof SvcConfigurationError && /timeoutMs/.test(error.message),
+      String(timeoutMs),
+    );
+  }
+  assert.equal(fx.requests.length, before, 'a refused budget sends nothing');
 });
 
 test('In-process session options: timeoutMs includes catalog resolution and token issuance', async () => {
