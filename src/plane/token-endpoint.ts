@@ -463,12 +463,25 @@ const TOKEN_RESPONSE_HEADERS = Object.freeze({
   ...NO_STORE_HEADERS,
 });
 
+// Tokens expire on whole seconds, so the tokens issued within one second share their expiry:
+// the last one formatted is remembered (formatting a date costs more than the rest of the body).
+let lastExpiryMs = Number.NaN;
+let lastExpiryText = '';
+
+function isoTime(ms: number): string {
+  if (ms !== lastExpiryMs) {
+    lastExpiryText = new Date(ms).toISOString();
+    lastExpiryMs = ms;
+  }
+  return lastExpiryText;
+}
+
 function tokenResponse(issued: IssuedToken): Response {
   const expiresAtMs = issued.expiresAt.getTime();
   const body = {
     token: issued.token,
     tokenType: CAPABILITY_TOKEN_TYPE,
-    expiresAt: issued.expiresAt.toISOString(),
+    expiresAt: isoTime(expiresAtMs),
     expiresIn: Math.max(0, Math.floor((expiresAtMs - Date.now()) / 1000)),
     scopes: issued.scopes,
   };
