@@ -69,12 +69,9 @@ export class AbilityGateway extends RpcTarget {
    * returns the ability stub for this caller.
    */
   async authenticate(token: unknown, proof?: unknown): Promise<RpcTarget> {
-    const { ability, service, metadata } = this.#context;
-    const verified = await verifyCapabilityToken(token, {
-      keys: service.keys,
-      issuer: service.issuer,
-      audience: service.id,
-    });
+    const { ability, service, metadata, transport } = this.#context;
+    const verifyOptions = { keys: service.keys, issuer: service.issuer, audience: service.id };
+    const verified = await verifyCapabilityToken(token, verifyOptions);
     const identity = verified.identity;
     checkIngress(identity, service.brokerServiceId);
     checkAccessClass(identity, ability);
@@ -95,7 +92,14 @@ export class AbilityGateway extends RpcTarget {
       ...(connInfo !== undefined ? { connInfo } : {}),
       ...(metadata.idempotencyKey !== undefined ? { idempotencyKey: metadata.idempotencyKey } : {}),
       ...(this.#context.requestId !== undefined ? { requestId: this.#context.requestId } : {}),
-      transport: this.#context.transport,
+      transport,
+      // A session transport outlives its authentication: each call checks again that the token
+      // has not expired and that its key is still published (a verified-token cache hit, unless
+      // the service's JWKS changed), so expiry and key revocation end what the token allowed.
+      // An HTTP-batch authenticates with every request and needs no second look.
+      ...(transport !== 'http-batch'
+        ? { recheckToken: () => verifyCapabilityToken(token, verifyOptions) }
+        : {}),
       ...(this.#context.callerDeadlineEndsAt !== undefined
         ? { callerDeadlineEndsAt: this.#context.callerDeadlineEndsAt }
         : {}),

@@ -116,6 +116,11 @@ interface Credentials {
   proof?: string;
   /** Epoch ms after which a new HTTP-batch should not reuse these credentials. */
   reuseUntil: number;
+  /**
+   * Epoch ms after which the token itself should be replaced: an open session transport
+   * authenticates again with a fresh token then (its proof only matters at authentication).
+   */
+  renewAt: number;
 }
 
 /** A session opened on the transport, with `authenticate` already pipelined on it. */
@@ -124,6 +129,12 @@ interface AuthenticatedSession {
   // deno-lint-ignore no-explicit-any
   ability: any;
   outstanding: number;
+  /** The token `ability` was authenticated with, and when to authenticate again. */
+  token: string;
+  renewAt: number;
+  /** `ability` once resolved, on a session transport (released at the next authentication). */
+  // deno-lint-ignore no-explicit-any
+  resolved?: any;
 }
 
 /** Whether a token carries a key confirmation; read without verification, only to decide. */
@@ -213,11 +224,13 @@ class AbilitySessionCore {
       );
     }
     const budget = this.#options.timeoutMs;
-    if (budget === undefined && this.#session !== undefined) {
-      // The common case, kept free of per-call wrappers: an authenticated session transport and
-      // no budget. The call goes straight out; a disposal closes the session, which rejects the
-      // call, and the rejection is reported as the disposal.
-      return this.#session.ability[method](input).then(undefined, this.#asDisposalError);
+    const session = this.#session;
+    if (budget === undefined && session !== undefined && Date.now() < session.renewAt) {
+      // The common case, kept free of per-call wrappers: an authenticated session transport
+      // whose token is not due for renewal, and no budget. The call goes straight out; a
+      // disposal closes the session, which rejects the call, and the rejection is reported as
+      // the disposal.
+      return session.ability[method](input).then(undefined, this.#asDisposalError);
     }
     if (budget === 0) return Promise.reject(this.#timeoutError(method, budget));
     const startedAt = Date.now();
@@ -296,10 +309,13 @@ class AbilitySessionCore {
    * cache makes a renewal cheap); a long-lived session transport authenticates only once.
    */
   async #obtainCredentials(): Promise<Credentials> {
-    if (this.#credentials !== undefined && this.#options.transport.kind === 'http-batch') {
+    if (this.#credentials !== undefined) {
       const current = this.#credentials;
       const credentials = await current.catch(() => undefined);
-      if (credentials !== undefined && Date.now() >= credentials.reuseUntil) {
+      const due = this.#options.transport.kind === 'http-batch'
+        ? credentials?.reuseUntil
+        : credentials?.renewAt;
+      if (due !== undefined && Date.now() >= due) {
         if (this.#credentials === current) this.#credentials = undefined;
       }
     }
@@ -327,7 +343,7 @@ class AbilitySessionCore {
       });
     }
     const reuseUntil = tokenReuseDeadline(token);
-    if (!isBoundToken(token)) return { token, reuseUntil };
+    if (!isBoundToken(token)) return { token, reuseUntil, renewAt: reuseUntil };
     const prover = this.#options.proveTokenPossession ?? requestToken.proveTokenPossession;
     if (typeof prover !== 'function') {
       throw new CapabilityAuthError(
@@ -337,7 +353,12 @@ class AbilitySessionCore {
       );
     }
     const proof = await prover({ token, targetServiceId, abilityId });
-    return { token, proof, reuseUntil: Math.min(reuseUntil, Date.now() + PROOF_REUSE_MS) };
+    return {
+      token,
+      proof,
+      reuseUntil: Math.min(reuseUntil, Date.now() + PROOF_REUSE_MS),
+      renewAt: reuseUntil,
+    };
   }
 
   #metadata(remaining: number | undefined): OutboundRpcMetadata {
@@ -354,19 +375,72 @@ class AbilitySessionCore {
     const opened = this.#options.transport.open(this.#metadata(remaining), {
       abilityId: this.#options.abilityId,
     });
-    const { token, proof } = credentials;
-    // Not awaited: the ability stub is a promise the first call pipelines on.
-    const ability = proof === undefined
-      ? opened.main.authenticate(token)
-      : opened.main.authenticate(token, proof);
-    return { opened, ability, outstanding: 0 };
+    const { token, renewAt } = credentials;
+    return { opened, ability: authenticated(opened, credentials), outstanding: 0, token, renewAt };
+  }
+
+  /**
+   * The long-lived session every call travels with: opened on first use, and authenticated again
+   * on the same connection with each renewed token (the service checks the token on every call,
+   * so an expired one would stop the session) and after a refused authentication (a transient
+   * refusal must not stop the session for good). A broken connection is forgotten, so the next
+   * call opens a fresh one.
+   */
+  #longLivedSession(credentials: Credentials, remaining: number | undefined) {
+    let session = this.#session;
+    if (session === undefined) {
+      const opened = session = this.#open(credentials, remaining);
+      this.#session = opened;
+      opened.opened.onBroken?.(() => this.#forgetSession(opened));
+      this.#watchAuthentication(opened);
+    } else if (session.token !== credentials.token) {
+      this.#releaseAbility(session);
+      session.ability = authenticated(session.opened, credentials);
+      session.token = credentials.token;
+      session.renewAt = credentials.renewAt;
+      this.#watchAuthentication(session);
+    }
+    return session;
+  }
+
+  /**
+   * Keeps the resolved ability stub (to release it at the next authentication) or, when the
+   * authentication is refused, marks the session for a new one with fresh credentials. The
+   * connection stays open: calls pipelined on the refused stub still get the specific refusal.
+   */
+  #watchAuthentication(session: AuthenticatedSession): void {
+    const ability = session.ability;
+    Promise.resolve(ability).then(
+      (stub) => {
+        if (session.ability === ability) session.resolved = stub;
+        else stub?.[Symbol.dispose]?.();
+      },
+      () => {
+        if (session.ability !== ability) return;
+        session.token = '';
+        session.renewAt = Number.NEGATIVE_INFINITY;
+        this.#credentials = undefined;
+      },
+    );
+  }
+
+  /** Releases the current ability stub; calls pipelined on it were delivered when it resolved. */
+  #releaseAbility(session: AuthenticatedSession): void {
+    session.resolved?.[Symbol.dispose]?.();
+    session.resolved = undefined;
+  }
+
+  #forgetSession(session: AuthenticatedSession): void {
+    if (this.#session !== session) return;
+    this.#session = undefined;
+    this.#credentials = undefined;
+    session.opened.close();
   }
 
   /** The authenticated session a call made now travels with, opening one when needed. */
   #sessionFor(credentials: Credentials, remaining: number | undefined): AuthenticatedSession {
     if (this.#options.transport.kind !== 'http-batch') {
-      this.#session ??= this.#open(credentials, remaining);
-      return this.#session;
+      return this.#longLivedSession(credentials, remaining);
     }
     if (this.#batch === undefined || !this.#batch.opened.acceptsCalls()) {
       this.#batch = this.#open(credentials, remaining);
@@ -383,6 +457,14 @@ class AbilitySessionCore {
     if (this.#batch === session) this.#batch = undefined;
     session.opened.close();
   }
+}
+
+/** `authenticate` pipelined on `opened`: a promise of the ability stub, not awaited. */
+function authenticated(opened: OpenedRpcSession, credentials: Credentials) {
+  const { token, proof } = credentials;
+  return proof === undefined
+    ? opened.main.authenticate(token)
+    : opened.main.authenticate(token, proof);
 }
 
 const sessionCores = new WeakMap<object, AbilitySessionCore>();

@@ -29,6 +29,24 @@ export const FAKE_BOUND_TOKEN = fakeJwt({ sub: 'caller', aud: 'target', cnf: { j
 /** An unbound JWT-shaped token the fake main accepts. */
 export const FAKE_UNBOUND_JWT = fakeJwt({ sub: 'caller', aud: 'target' });
 
+/**
+ * A token the fake main accepts whatever its claims, told apart by a `fake: 'renewable'` claim:
+ * lets a test give a session a series of distinct tokens with the expiries it needs.
+ */
+export function renewableFakeJwt(claims: Record<string, unknown>): string {
+  return fakeJwt({ sub: 'caller', aud: 'target', ...claims, fake: 'renewable' });
+}
+
+function isRenewableFakeJwt(token: unknown): token is string {
+  if (typeof token !== 'string') return false;
+  try {
+    const payload = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    return JSON.parse(atob(payload)).fake === 'renewable';
+  } catch {
+    return false;
+  }
+}
+
 /** What the fake main saw, across every session it served. */
 export interface FakeMainRecord {
   authenticated: { token: string; proof: unknown }[];
@@ -103,7 +121,10 @@ export class FakeMain extends RpcTarget {
   }
 
   authenticate(token: unknown, proof?: unknown): FakeAbility {
-    if (token !== FAKE_TOKEN && token !== FAKE_UNBOUND_JWT && token !== FAKE_BOUND_TOKEN) {
+    if (
+      token !== FAKE_TOKEN && token !== FAKE_UNBOUND_JWT && token !== FAKE_BOUND_TOKEN &&
+      !isRenewableFakeJwt(token)
+    ) {
       throw new CapabilityAuthError('Unknown capability token', { reason: 'token_invalid' });
     }
     if (token === FAKE_BOUND_TOKEN && typeof proof !== 'string') {

@@ -60,6 +60,11 @@ export interface OpenedRpcSession {
    * calls once their batch went out; session transports accept calls until closed.
    */
   acceptsCalls(): boolean;
+  /**
+   * Registers `callback` for when the connection breaks (a dropped socket, an aborted session).
+   * Session transports that can tell implement it; HTTP-batch sessions have nothing to break.
+   */
+  onBroken?(callback: (error: unknown) => void): void;
 }
 
 /**
@@ -72,11 +77,14 @@ export function openSessionOver(
   release: () => void = () => {},
 ): OpenedRpcSession {
   const session = new RpcSession(transport);
-  const main = session.getRemoteMain() as unknown as RpcMainStub;
+  const main = session.getRemoteMain() as unknown as RpcMainStub & {
+    onRpcBroken(callback: (error: unknown) => void): void;
+  };
   let closed = false;
   return {
     main,
     acceptsCalls: () => !closed,
+    onBroken: (callback) => main.onRpcBroken(callback),
     close() {
       if (closed) return;
       closed = true;

@@ -1,0 +1,142 @@
+// "A token is valid until it expires or its signing key stops being published" (States), and
+// Signing-key rotation r8 ("all outstanding tokens signed with it fail"), for a session transport,
+// where one authentication serves many calls: the service checks the token again on every call,
+// and the caller authenticates again on the same connection with each renewed token, and after a
+// refused authentication.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { svcErrorInfo } from '../../src/core/errors.ts';
+import { abilitySession } from '../../src/service/ability-session.ts';
+import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import {
+  assertRefusal,
+  createPlaneDeployment,
+  forgedToken,
+  type PlaneDeployment,
+  sleep,
+} from './plane-fixture.ts';
+
+type Report = { identity: { tokenId: string } };
+type Echo = { whoami(input: object): Promise<Report> };
+
+const WHOAMI = 'svc-a.echo#whoami';
+
+/** A WebSocket session with svc-a.echo whose requester mints `ttlSeconds` tokens in process. */
+function renewingSession(fx: PlaneDeployment, ttlSeconds: number) {
+  const sockets = memoryWebSocketFactory(fx.serviceFetch('svc-a'));
+  const issued: string[] = [];
+  const requestToken = async () => {
+    const { token } = await fx.plane.issueCapabilityToken({
+      callerServiceId: 'svc-caller',
+      targetServiceId: 'svc-a',
+      scopes: ['svc-a.read'],
+      callerAccess: 'service',
+      ttlSeconds,
+    });
+    issued.push(token);
+    return token;
+  };
+  const session = abilitySession<Echo>({
+    abilityId: 'svc-a.echo',
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.read'],
+    requestToken,
+    transport: websocketRpc('ws://svc-a.internal/rpc/svc-a.echo', {
+      createWebSocket: sockets.createWebSocket,
+    }),
+  });
+  return { session, sockets, issued };
+}
+
+test('States: an open WebSocket session refuses calls once its token has expired', async () => {
+  const fx = await createPlaneDeployment();
+  const now = Math.floor(Date.now() / 1000);
+  // Expired 28 s ago: inside the 30 s skew now, outside it within 3 s.
+  const exp = now - 28;
+  const token = await forgedToken({ iat: now - 100, nbf: now - 100, exp });
+  using session = fx.session('svc-a.echo', { token, transport: 'websocket' });
+  await session.whoami({});
+  const served = fx.count('calls', WHOAMI);
+  for (let waited = 0; Date.now() / 1000 <= exp + 30 && waited < 4000; waited += 100) {
+    await sleep(100);
+  }
+  await assertRefusal(session.whoami({}), { status: 401, reason: 'token_expired' });
+  assert.equal(fx.count('calls', WHOAMI), served, 'the handler never ran for the refused call');
+});
+
+test('Rotation r8: an open WebSocket session refuses calls once its signing key is removed', async () => {
+  const fx = await createPlaneDeployment();
+  const token = await forgedToken({}, { key: fx.keys.k1 });
+  using session = fx.session('svc-a.echo', { token, transport: 'websocket' });
+  await session.whoami({});
+  const served = fx.count('calls', WHOAMI);
+  await fx.redeploy(['k2']);
+  // The service's JWKS cache (0.3 s in the fixture) must expire before the key is gone for it.
+  await sleep(800);
+  await assertRefusal(session.whoami({}), {
+    status: 401,
+    reason: 'unknown_capability_key_id',
+  });
+  assert.equal(fx.count('calls', WHOAMI), served, 'the handler never ran for the refused call');
+});
+
+test('States: a WebSocket session authenticates again on the same connection before its token expires', async () => {
+  const fx = await createPlaneDeployment();
+  // 6 s tokens: the session renews 5 s before expiry, so 0 to 1 s after each mint.
+  const { session: opened, sockets, issued } = renewingSession(fx, 6);
+  using session = opened;
+  const first = await session.whoami({});
+  await sleep(1100);
+  const renewed = await session.whoami({});
+  assert.equal(issued.length, 2, 'a second token was requested');
+  assert.notEqual(renewed.identity.tokenId, first.identity.tokenId, 'the call used the new token');
+  assert.equal(sockets.urls.length, 1, 'on the same connection');
+  const again = await session.whoami({});
+  assert.equal(again.identity.tokenId, renewed.identity.tokenId);
+});
+
+test('States: a refused authentication does not stop a WebSocket session for good', async () => {
+  const fx = await createPlaneDeployment();
+  const sockets = memoryWebSocketFactory(fx.serviceFetch('svc-a'));
+  let refuse = true;
+  const requestToken = async () => {
+    // First a token for another audience (refused at authenticate), then a good one.
+    const { token } = await fx.plane.issueCapabilityToken({
+      callerServiceId: 'svc-caller',
+      targetServiceId: refuse ? 'svc-b' : 'svc-a',
+      scopes: [refuse ? 'svc-b.read' : 'svc-a.read'],
+      callerAccess: 'service',
+    });
+    refuse = false;
+    return token;
+  };
+  using session = abilitySession<Echo>({
+    abilityId: 'svc-a.echo',
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.read'],
+    requestToken,
+    transport: websocketRpc('ws://svc-a.internal/rpc/svc-a.echo', {
+      createWebSocket: sockets.createWebSocket,
+    }),
+  });
+  const refused = await session.whoami({}).then(() => undefined, (error) => svcErrorInfo(error));
+  assert.equal(refused?.status, 401, 'the refusal itself reaches the caller');
+  const report = await session.whoami({});
+  assert.ok(report.identity.tokenId, 'the next call authenticates again and succeeds');
+  assert.equal(sockets.urls.length, 1, 'on the same connection');
+});
+
+test('States: a WebSocket session whose connection broke opens a new one on the next call', async () => {
+  const fx = await createPlaneDeployment();
+  const { session: opened, sockets } = renewingSession(fx, 60);
+  using session = opened;
+  await session.whoami({});
+  sockets.sockets[0].close(1011, 'gone');
+  await assert.rejects(session.whoami({}));
+  const report = await session.whoami({});
+  assert.ok(report.identity.tokenId);
+  assert.equal(sockets.urls.length, 2, 'a second connection was opened');
+});

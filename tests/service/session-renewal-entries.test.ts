@@ -1,0 +1,39 @@
+// A session transport authenticates again with each renewed token; every authentication leaves
+// an ability stub on the service, which counts against the session's entry limit (DOS-05) until
+// the caller releases it. A long-lived session renewing its token must release the old stubs.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { fakeRpcEndpoint, newFakeRecord, renewableFakeJwt } from '../support/fake-main.ts';
+import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+
+test('a WebSocket session renewing its token far more often than its entry limit stays open', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 20 });
+  const sockets = memoryWebSocketFactory(endpoint.fetch);
+  let issued = 0;
+  const session = abilitySession<{ echo(input: unknown): unknown }>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: [],
+    // Due for renewal as soon as issued (the session renews 5 s before expiry).
+    requestToken: () =>
+      Promise.resolve(
+        renewableFakeJwt({ exp: Math.floor(Date.now() / 1000) + 4, jti: `t${++issued}` }),
+      ),
+    transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+      createWebSocket: sockets.createWebSocket,
+    }),
+  });
+  try {
+    for (let i = 0; i < 300; i++) assert.equal(await session.echo(i), i);
+    assert.equal(issued, 300, 'every call renewed the token');
+    assert.equal(record.authenticated.length, 300, 'and authenticated again');
+    assert.equal(sockets.sockets.length, 1, 'on one connection');
+    assert.equal(sockets.sockets[0].closeCode, undefined, 'which the entry limit never closed');
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
