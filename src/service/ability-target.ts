@@ -46,6 +46,12 @@ export interface AbilityCallContext {
   requestId?: string;
   /** The transport the session runs on; streaming needs a session transport. */
   transport: 'http-batch' | 'websocket' | 'cloudflare-binding-rpc' | 'custom';
+  /**
+   * Checks the session's token again before each call (expiry, key still published); rejects
+   * with the verifier's refusal. Set on session transports, where one authentication serves
+   * many calls.
+   */
+  recheckToken?: () => Promise<unknown>;
   /** Epoch ms at which the caller's budget runs out; `undefined` = no caller budget. */
   callerDeadlineEndsAt?: number;
   /** The service's `timeout.methodMs`: a ceiling in ms, `false` for none, default otherwise. */
@@ -279,26 +285,35 @@ function remainingUntil(endsAt: number | undefined): () => number | undefined {
   return () => (endsAt === undefined ? undefined : Math.max(0, endsAt - Date.now()));
 }
 
+/** The deadline's refusal: the handler's signal is aborted with it, and the caller gets it. */
+function deadlineExceeded(abort: LazyAbort, label: string): SvcTimeoutError {
+  const timeout = new SvcTimeoutError(`${label}: deadline exceeded`);
+  abort.abort(timeout);
+  return timeout;
+}
+
 /**
  * Settles with `work`, or rejects with `SvcTimeoutError` (and aborts the handler's signal) when
- * `ms` pass first. The timer is always cleared so an idle process can exit.
+ * the deadline passes first, including when `work` settles late without the timer having had a
+ * turn (a handler that kept the thread busy past it). The timer is always cleared so an idle
+ * process can exit.
  */
 function withinDeadline<T>(
   work: Promise<T>,
-  ms: number,
+  endsAt: number,
   abort: LazyAbort,
   label: string,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const timeout = new SvcTimeoutError(`${label}: deadline exceeded`);
-      abort.abort(timeout);
-      reject(timeout);
-    }, ms);
+    const timer = setTimeout(
+      () => reject(deadlineExceeded(abort, label)),
+      Math.max(0, endsAt - Date.now()),
+    );
     work.then(
       (value) => {
         clearTimeout(timer);
-        resolve(value);
+        if (Date.now() > endsAt) reject(deadlineExceeded(abort, label));
+        else resolve(value);
       },
       (error) => {
         clearTimeout(timer);
@@ -378,8 +393,8 @@ function invokeHandler(
 
 /**
  * Runs a unary call. When the schemas and the handler all answer synchronously the result is
- * the output itself, with no promise and no timer: nothing can outlive a deadline that has not
- * been reached. The first promise along the way is raced against the deadline.
+ * the output itself, with no promise and no timer, checked against the clock once it is there.
+ * The first promise along the way is raced against the deadline.
  */
 function runUnary(plan: MethodPlan, call: AbilityCallContext, args: unknown[]): unknown {
   const startedAt = Date.now();
@@ -397,13 +412,13 @@ function runUnary(plan: MethodPlan, call: AbilityCallContext, args: unknown[]): 
   const outcome = isThenable(input)
     ? Promise.resolve(input).then((value) => invokeHandler(plan, call, deadline, value))
     : invokeHandler(plan, call, deadline, input);
-  if (!isThenable(outcome) || deadline.endsAt === undefined) return outcome;
-  return withinDeadline(
-    Promise.resolve(outcome),
-    Math.max(0, deadline.endsAt - Date.now()),
-    deadline.abort,
-    plan.label,
-  );
+  if (deadline.endsAt === undefined) return outcome;
+  if (!isThenable(outcome)) {
+    // Synchronous all the way: no timer could fire, so the clock decides afterwards.
+    if (Date.now() > deadline.endsAt) throw deadlineExceeded(deadline.abort, plan.label);
+    return outcome;
+  }
+  return withinDeadline(Promise.resolve(outcome), deadline.endsAt, deadline.abort, plan.label);
 }
 
 async function openStream(
@@ -441,8 +456,14 @@ async function openStream(
 
 /** Runs one call: its output (or a promise of it, or of a stream); refusals are thrown. */
 function callAbilityMethod(plan: MethodPlan, target: unknown, args: unknown[]): unknown {
+  const call = callContextOf(target, plan.label);
+  if (call.recheckToken === undefined) return callAuthorized(plan, call, args);
+  return call.recheckToken().then(() => callAuthorized(plan, call, args));
+}
+
+/** Runs one call whose token holds: refusals first, then the handler. */
+function callAuthorized(plan: MethodPlan, call: AbilityCallContext, args: unknown[]): unknown {
   const { method, label } = plan;
-  const call = callContextOf(target, label);
   refuseStreamOverHttpBatch(method, call, label);
   // Before anything else runs: a refused caller never reaches validation or a handler.
   assertScopes(call.identity, plan.requiredScopes, label);

@@ -187,6 +187,40 @@ test('Limits r3: the wrapper fails a method that outlives the deadline and abort
   assert.equal(seen[0].aborted, true);
 });
 
+test('Limits r3: a handler that keeps the thread past its deadline fails, sync or async', async () => {
+  const fx = await createFixture();
+  const spin = (ms: number) => {
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      // Busy: no timer can run until the handler returns.
+    }
+  };
+  const returned: string[] = [];
+  fx.deploy('svc-c', [
+    defineAbility({
+      id: 'svc-c.busy',
+      methods: {
+        sync: abilityMethod({ input: anyObject, output: anyObject, timeoutMs: 50 }),
+        async: abilityMethod({ input: anyObject, output: anyObject, timeoutMs: 50 }),
+        quick: abilityMethod({ input: anyObject, output: anyObject, timeoutMs: 50 }),
+      },
+      handler: ({ signal }) => ({
+        sync: () => (spin(200), returned.push('sync'), {}),
+        async: async () => (spin(200), returned.push('async'), { aborted: signal.aborted }),
+        quick: () => ({ fine: true }),
+      }),
+    }),
+  ]);
+  using session = fx.session<Record<string, (input: object) => Promise<unknown>>>(
+    'svc-c.busy',
+    { token: await fx.tokenFor('svc-c', []) },
+  );
+  await assertRefusal(session.sync({}), TIMEOUT);
+  await assertRefusal(session.async({}), TIMEOUT);
+  assert.deepEqual(returned, ['sync', 'async'], 'both handlers did return, after the deadline');
+  assert.deepEqual(await session.quick({}), { fine: true }, 'in time is still a success');
+});
+
 test('Limits r3: a deadline fails a method, not the session', async () => {
   const fx = await createFixture();
   const { token } = deployTimed(fx);
