@@ -6,10 +6,11 @@
  * concurrent refreshes into one request. A failed fetch is never cached: every lookup after it
  * tries again, and meanwhile fails closed with `SvcInternalError` (503, retryable, reason
  * `jwks_unavailable`) instead of serving the previous keys, so a key removed for revocation
- * cannot be kept alive by blocking the JWKS route. A kid missing from the cached set reads as
- * unknown until the cache expires (contract Rotation r9): an unknown kid never triggers a fetch,
- * so forged kids cannot be used to hammer the plane. No URL found inside a token is ever
- * fetched: the source is fixed by configuration.
+ * cannot be kept alive by blocking the JWKS route. A fetch whose answer, body included, is not
+ * in after `fetchTimeoutMs` has failed, even when the fetcher ignores its abort signal. A kid
+ * missing from the cached set reads as unknown until the cache expires (contract Rotation r9):
+ * an unknown kid never triggers a fetch, so forged kids cannot be used to hammer the plane. No
+ * URL found inside a token is ever fetched: the source is fixed by configuration.
  *
  * @module
  */
@@ -21,12 +22,12 @@ import {
   type JwksProblemHandler,
   readCapabilityJwks,
 } from '../core/capability-key-set.ts';
-import { readBoundedText } from '../core/bounded-body.ts';
+import { type BodyWithHeaders, readBoundedText } from '../core/bounded-body.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 
 /** Default lifetime of a fetched JWKS on a service, in seconds. */
 export const DEFAULT_JWKS_CACHE_TTL_SECONDS = 300;
-/** A JWKS fetch that has not answered after this long fails (`jwks_unavailable`). */
+/** A JWKS fetch not fully answered (body included) after this long fails (`jwks_unavailable`). */
 export const DEFAULT_JWKS_FETCH_TIMEOUT_MS = 5000;
 /** JWKS bodies larger than this are refused. */
 export const MAX_JWKS_BYTES = 256 * 1024;
@@ -40,7 +41,7 @@ const DEFAULT_BINDING_JWKS_URL = 'https://control-plane/.well-known/svc/jwks.jso
 export interface RemoteJwksOptions {
   /** How long a fetched JWKS is used before it is fetched again (seconds, default 300). */
   cacheTtlSeconds?: number;
-  /** How long one fetch may take (milliseconds, default 5000). */
+  /** How long one fetch, body included, may take (milliseconds, default 5000). */
   fetchTimeoutMs?: number;
 }
 
@@ -85,7 +86,7 @@ function resolveFetchTimeoutMs(value: unknown, label: string): number {
   return value;
 }
 
-async function readJwksText(response: Response): Promise<string> {
+async function readJwksText(response: BodyWithHeaders): Promise<string> {
   const text = await readBoundedText(response, MAX_JWKS_BYTES);
   if (text === undefined) throw unavailable('The control-plane JWKS is too large');
   return text;
@@ -93,23 +94,72 @@ async function readJwksText(response: Response): Promise<string> {
 
 type JwksFetcher = (signal: AbortSignal) => Promise<Response>;
 
+/**
+ * `body` as a stream that lets go of its source once `signal` aborts, so a sender that stalls
+ * after the headers is released even when the fetcher ignores the signal.
+ */
+function releasedOnAbort(
+  body: ReadableStream<Uint8Array>,
+  signal: AbortSignal,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  const release = () => void reader.cancel(signal.reason).catch(() => {});
+  // A fetcher that ignored the signal may answer after the deadline: nobody reads that body.
+  if (signal.aborted) release();
+  else signal.addEventListener('abort', release, { once: true });
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done) {
+        signal.removeEventListener('abort', release);
+        controller.close();
+      } else {
+        controller.enqueue(value);
+      }
+    },
+    cancel(reason) {
+      signal.removeEventListener('abort', release);
+      return reader.cancel(reason);
+    },
+  });
+}
+
+async function requestJwks(
+  fetcher: JwksFetcher,
+  signal: AbortSignal,
+): Promise<CapabilityPublicJwk[]> {
+  const response = await fetcher(signal);
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw unavailable(`The control-plane JWKS answered HTTP ${response.status}`);
+  }
+  const body = response.body === null ? null : releasedOnAbort(response.body, signal);
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(await readJwksText({ headers: response.headers, body }));
+  } catch (error) {
+    if (hasSvcErrorShape(error)) throw error;
+    throw unavailable('The control-plane JWKS is not JSON');
+  }
+  return readCapabilityJwks(jwks, refuseFetchedJwks);
+}
+
+/**
+ * Fetches and reads the JWKS within `timeoutMs`. The deadline is a race rather than only an
+ * aborted signal: a service binding or custom fetch may ignore the signal, and a refresh that
+ * never settles would hold every later lookup behind it.
+ */
 async function fetchJwks(fetcher: JwksFetcher, timeoutMs: number): Promise<CapabilityPublicJwk[]> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(unavailable(`The control-plane JWKS did not answer within ${timeoutMs} ms`));
+      controller.abort();
+    }, timeoutMs);
+  });
   try {
-    const response = await fetcher(controller.signal);
-    if (!response.ok) {
-      await response.body?.cancel();
-      throw unavailable(`The control-plane JWKS answered HTTP ${response.status}`);
-    }
-    let jwks: unknown;
-    try {
-      jwks = JSON.parse(await readJwksText(response));
-    } catch (error) {
-      if (hasSvcErrorShape(error)) throw error;
-      throw unavailable('The control-plane JWKS is not JSON');
-    }
-    return readCapabilityJwks(jwks, refuseFetchedJwks);
+    return await Promise.race([requestJwks(fetcher, controller.signal), deadline]);
   } catch (error) {
     if (hasSvcErrorShape(error)) throw error;
     throw unavailable('The control-plane JWKS could not be fetched');

@@ -5,6 +5,8 @@
  * scopes (sorted, unique), the requested TTL and the complete delegated subject including its
  * kind. A token is renewed before it expires: once less than a third of its lifetime, or less
  * than 30 s, remains. Concurrent requests for one key share one fetch; a failure is never cached.
+ * Lifetimes are measured on the monotonic clock (`performance.now`), so a step of the caller's
+ * wall clock neither keeps serving an expired token nor throws away a fresh one.
  *
  * @module
  */
@@ -71,11 +73,19 @@ function renewalPoint(receivedAtMs: number, lifetimeMs: number): number {
   return receivedAtMs + lifetimeMs - margin;
 }
 
-/** Creates a token cache. `now` (milliseconds) is injectable for tests. */
+/** Milliseconds on a clock that only moves forward, whatever happens to the wall clock. */
+function monotonicNow(): number {
+  return performance.now();
+}
+
+/**
+ * Creates a token cache. `now` (milliseconds, monotonic by default) is injectable for tests; only
+ * differences between its readings matter.
+ */
 export function createCapabilityTokenCache(
   options: { now?: () => number; maxEntries?: number } = {},
 ): CapabilityTokenCache {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? monotonicNow;
   const maxEntries = options.maxEntries ?? MAX_CACHED_CAPABILITY_TOKENS;
   const tokens = new Map<string, CachedToken>();
   const inFlight = new Map<string, Promise<string>>();

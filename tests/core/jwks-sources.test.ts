@@ -125,6 +125,65 @@ test('a JWKS fetch that hangs fails after fetchTimeoutMs', async () => {
   await assertUnavailable(keySet.getKey('k1'), 'timeout');
 });
 
+/** Fails the test instead of hanging when `promise` has not settled within `ms`. */
+function settlesWithin<T>(promise: Promise<T>, ms: number, label: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${label}: still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, bound]).finally(() => clearTimeout(timer));
+}
+
+/** A 200 answer whose body sends `prefix` and then stalls; `cancelled` settles once released. */
+function stalledAnswer(prefix: string) {
+  let markCancelled!: () => void;
+  const cancelled = new Promise<void>((resolve) => (markCancelled = resolve));
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(prefix));
+    },
+    cancel() {
+      markCancelled();
+    },
+  });
+  return { response: new Response(body, { status: 200 }), cancelled };
+}
+
+test('a binding that ignores the abort signal fails after fetchTimeoutMs; the next lookup retries', async () => {
+  const jwks = await publishedJwks();
+  let calls = 0;
+  const binding = {
+    fetch: (_request: Request) => {
+      calls++;
+      return calls === 1 ? new Promise<Response>(() => {}) : Promise.resolve(Response.json(jwks));
+    },
+  };
+  const keySet = jwksFromServiceBinding(binding, { fetchTimeoutMs: 20 });
+  await settlesWithin(assertUnavailable(keySet.getKey('k1'), 'hung binding'), 5000, 'first lookup');
+  assert.ok(await settlesWithin(keySet.getKey('k1'), 5000, 'lookup after the timeout'));
+  assert.equal(calls, 2);
+});
+
+test('a JWKS body that stalls after the headers fails after fetchTimeoutMs and is released', async () => {
+  const stalled = stalledAnswer('{"keys":[');
+  const keySet = jwksFromUrl(URL_, {
+    fetch: () => Promise.resolve(stalled.response),
+    fetchTimeoutMs: 20,
+  });
+  await settlesWithin(assertUnavailable(keySet.getKey('k1'), 'stalled body'), 5000, 'lookup');
+  await settlesWithin(stalled.cancelled, 5000, 'body cancellation');
+});
+
+test('an answer arriving after the deadline is not read: its body is cancelled', async () => {
+  const stalled = stalledAnswer('{"keys":[');
+  let answer!: (response: Response) => void;
+  const late = new Promise<Response>((resolve) => (answer = resolve));
+  const keySet = jwksFromUrl(URL_, { fetch: () => late, fetchTimeoutMs: 20 });
+  await settlesWithin(assertUnavailable(keySet.getKey('k1'), 'late answer'), 5000, 'lookup');
+  answer(stalled.response);
+  await settlesWithin(stalled.cancelled, 5000, 'body cancellation');
+});
+
 test('unchanged keys keep their CryptoKey across refreshes, so cached verifications survive', async () => {
   const { k1 } = await testKeys();
   const jwks = await publishedJwks();

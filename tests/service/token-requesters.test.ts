@@ -133,6 +133,70 @@ test('the cache renews at a third of the lifetime or 30 s left, whichever comes 
   assert.equal(await cache.get('b', fetchFor(60_000)), 't4', 'under 30 s left');
 });
 
+/**
+ * Runs `body` with `Date.now` (the wall clock) and `performance.now` (the monotonic clock)
+ * replaced by clocks it moves through `moved`, as an NTP step and real elapsed time would. The
+ * replacements are in place before `body` builds anything, so a clock captured at construction
+ * is one of them too.
+ */
+async function withMovableClocks(
+  body: (moved: { wallMs: number; monotonicMs: number }) => Promise<void>,
+): Promise<void> {
+  const realDateNow = Date.now;
+  const clock = globalThis.performance;
+  const realMonotonicNow = clock.now.bind(clock);
+  const ownNow = Object.getOwnPropertyDescriptor(clock, 'now');
+  const moved = { wallMs: 0, monotonicMs: 0 };
+  Date.now = () => realDateNow() + moved.wallMs;
+  Object.defineProperty(clock, 'now', {
+    value: () => realMonotonicNow() + moved.monotonicMs,
+    configurable: true,
+    writable: true,
+  });
+  try {
+    await body(moved);
+  } finally {
+    Date.now = realDateNow;
+    if (ownNow === undefined) delete (clock as { now?: unknown }).now;
+    else Object.defineProperty(clock, 'now', ownNow);
+  }
+}
+
+/** An RPC requester whose plane answers `t1`, `t2`, ... each living 120 s, counting requests. */
+function countingRpcRequester() {
+  const plane = { issued: 0 };
+  const requester = controlPlaneRpcTokenRequester({
+    binding: {
+      requestCapabilityToken: () =>
+        Promise.resolve({ token: `t${++plane.issued}`, expiresIn: 120 }),
+    },
+    callerServiceId: 'svc-caller',
+  });
+  return { plane, requester };
+}
+
+test('a wall clock stepped back does not keep an expired token: lifetimes are monotonic', async () => {
+  await withMovableClocks(async (moved) => {
+    const { plane, requester } = countingRpcRequester();
+    assert.equal(await requester(REQUEST), 't1');
+    // Five minutes really pass (the 120 s token is long expired) while the wall clock steps back.
+    moved.monotonicMs = 300_000;
+    moved.wallMs = -3_600_000;
+    assert.equal(await requester(REQUEST), 't2');
+    assert.equal(plane.issued, 2);
+  });
+});
+
+test('a wall clock stepped forward does not throw away a fresh token', async () => {
+  await withMovableClocks(async (moved) => {
+    const { plane, requester } = countingRpcRequester();
+    assert.equal(await requester(REQUEST), 't1');
+    moved.wallMs = 3_600_000;
+    assert.equal(await requester(REQUEST), 't1');
+    assert.equal(plane.issued, 1);
+  });
+});
+
 test('a failed fetch is not cached and is not shared with later requests', async () => {
   const cache = createCapabilityTokenCache();
   let attempts = 0;
