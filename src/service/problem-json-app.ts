@@ -1,12 +1,13 @@
 /**
  * What every svcplane Hono app (a service, the control plane) does around its routes: give each
  * request an id, echo it on the response, and answer every failure, a throw or an unknown route,
- * as problem+json carrying that id.
+ * as problem+json carrying that id; a policy middleware's `HTTPException` keeps its own answer.
  *
  * @module
  */
 import type { Context, Hono } from 'hono';
-import { problemFromError, problemResponse } from '../core/problem.ts';
+import { HTTPException } from 'hono/http-exception';
+import { problemFromError, problemResponse, problemTitle } from '../core/problem.ts';
 import { generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 
 const REQUEST_ID_VARIABLE = 'requestId';
@@ -14,6 +15,33 @@ const REQUEST_ID_VARIABLE = 'requestId';
 /** The id the request-id middleware gave this request. */
 export function contextRequestId(c: Context): string {
   return c.get(REQUEST_ID_VARIABLE as never) as string;
+}
+
+/**
+ * The answer to a policy refusal (Roles r1a): Hono's own middlewares (`bearerAuth`) and rate
+ * limiters refuse by throwing an `HTTPException`, whose status and headers (a 401's
+ * `WWW-Authenticate`) are the refusal. A custom response is the middleware's chosen answer;
+ * otherwise the status and the message it chose to show become a problem.
+ */
+function policyRefusal(exception: HTTPException, requestId: string): Response {
+  if (exception.res !== undefined) return exception.getResponse();
+  return problemResponse({
+    status: exception.status,
+    code: 'internal',
+    // A server-side failure's message may describe internals; a refusal's is meant for the caller.
+    detail: exception.status >= 500 || exception.message === ''
+      ? problemTitle(exception.status)
+      : exception.message,
+    reason: 'http_policy',
+    requestId,
+  });
+}
+
+/** The answer to anything thrown below the request-id middleware. */
+function answerToThrow(error: unknown, requestId: string): Response {
+  return error instanceof HTTPException
+    ? policyRefusal(error, requestId)
+    : problemFromError(error, requestId);
 }
 
 /** Options of {@link installRequestIdAndProblemJson}. */
@@ -29,7 +57,8 @@ export interface RequestIdAndProblemJsonOptions {
 /**
  * Installs on `app`, before its routes: a middleware that sets the request id (read it with
  * {@link contextRequestId}), turns a throw below it into problem+json and echoes the id in
- * `X-Request-Id`; an `onError` doing the same for what escapes it; and a problem+json 404.
+ * `X-Request-Id`; an `onError` doing the same for what escapes it; and a problem+json 404. An
+ * `HTTPException` keeps its status and headers: its own response when it has one, else a problem.
  */
 export function installRequestIdAndProblemJson(
   app: Hono,
@@ -43,7 +72,7 @@ export function installRequestIdAndProblemJson(
     try {
       await next();
     } catch (error) {
-      c.res = problemFromError(error, requestId);
+      c.res = answerToThrow(error, requestId);
     }
     // A 101 response cannot take headers on every runtime; the id travelled in the query.
     if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
@@ -52,7 +81,7 @@ export function installRequestIdAndProblemJson(
 
   // Hono answers a throw in middleware or a route itself (plain text, the error logged to the
   // console whatever the app's logger says) unless told otherwise: leave as problem+json instead.
-  app.onError((error, c) => problemFromError(error, contextRequestId(c) ?? generateRequestId()));
+  app.onError((error, c) => answerToThrow(error, contextRequestId(c) ?? generateRequestId()));
 
   app.notFound((c) =>
     problemResponse({
