@@ -28,8 +28,8 @@ export interface CapabilityCatalogOptions {
   scopes?: Record<string, { description?: string }>;
 }
 
-function refuse(field: string, problem: string): never {
-  throw new SvcConfigurationError(`defineCapabilities: ${field} ${problem}`, {
+function refuse(label: string, field: string, problem: string): never {
+  throw new SvcConfigurationError(`${label}: ${field} ${problem}`, {
     reason: 'invalid_capabilities',
   });
 }
@@ -40,26 +40,51 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return prototype === Object.prototype || prototype === null;
 }
 
-function checkScope(name: string, value: unknown): CapabilityScope {
+function checkScope(label: string, name: string, value: unknown): CapabilityScope {
   const problem = scopeNameProblem(name);
-  if (problem !== undefined) refuse(`scope ${JSON.stringify(name)}`, problem);
-  if (!isPlainObject(value)) refuse(`scopes[${JSON.stringify(name)}]`, 'must be an object');
+  if (problem !== undefined) refuse(label, `scope ${JSON.stringify(name)}`, problem);
+  const field = `scopes[${JSON.stringify(name)}]`;
+  if (!isPlainObject(value)) refuse(label, field, 'must be an object');
   for (const key of Object.keys(value)) {
-    if (key !== 'description') {
-      refuse(`scopes[${JSON.stringify(name)}].${key}`, 'is not a scope field');
-    }
+    if (key !== 'description') refuse(label, `${field}.${key}`, 'is not a scope field');
   }
   if (value.description !== undefined && typeof value.description !== 'string') {
-    refuse(`scopes[${JSON.stringify(name)}].description`, 'must be a string');
+    refuse(label, `${field}.description`, 'must be a string');
   }
   return Object.freeze(value.description !== undefined ? { description: value.description } : {});
 }
 
-function checkScopes(value: unknown): Readonly<Record<string, CapabilityScope>> {
-  if (!isPlainObject(value)) refuse('scopes', 'must be an object mapping scope names');
+function checkScopes(label: string, value: unknown): Readonly<Record<string, CapabilityScope>> {
+  if (!isPlainObject(value)) refuse(label, 'scopes', 'must be an object mapping scope names');
+  // No prototype, so a scope named `__proto__` is an ordinary key like any other.
   const scopes: Record<string, CapabilityScope> = Object.create(null);
-  for (const [name, scope] of Object.entries(value)) scopes[name] = checkScope(name, scope);
+  for (const [name, scope] of Object.entries(value)) scopes[name] = checkScope(label, name, scope);
   return Object.freeze(scopes);
+}
+
+/**
+ * Validates a capability catalog and returns a frozen copy; a problem is a
+ * `SvcConfigurationError` whose message starts with `label`. A service checks its catalog with
+ * this even when it did not come from {@link defineCapabilities}, so it never publishes one the
+ * plane would refuse.
+ */
+export function checkCapabilityCatalog(catalog: unknown, label: string): CapabilityCatalog {
+  if (!isPlainObject(catalog)) {
+    refuse(label, 'catalog', 'must be an object { serviceId?, scopes? }');
+  }
+  for (const key of Object.keys(catalog)) {
+    if (key !== 'serviceId' && key !== 'scopes') refuse(label, key, 'is not a catalog field');
+  }
+  if (
+    catalog.serviceId !== undefined &&
+    (typeof catalog.serviceId !== 'string' || catalog.serviceId.length === 0)
+  ) {
+    refuse(label, 'serviceId', 'must be a non-empty string');
+  }
+  return Object.freeze({
+    ...(catalog.serviceId !== undefined ? { serviceId: catalog.serviceId as string } : {}),
+    ...(catalog.scopes !== undefined ? { scopes: checkScopes(label, catalog.scopes) } : {}),
+  });
 }
 
 /**
@@ -68,18 +93,5 @@ function checkScopes(value: unknown): Readonly<Record<string, CapabilityScope>> 
  * Unknown fields are refused so a misspelt field cannot silently publish nothing.
  */
 export function defineCapabilities(catalog: CapabilityCatalogOptions): CapabilityCatalog {
-  if (!isPlainObject(catalog)) refuse('catalog', 'must be an object { serviceId?, scopes? }');
-  for (const key of Object.keys(catalog)) {
-    if (key !== 'serviceId' && key !== 'scopes') refuse(key, 'is not a catalog field');
-  }
-  if (
-    catalog.serviceId !== undefined &&
-    (typeof catalog.serviceId !== 'string' || catalog.serviceId.length === 0)
-  ) {
-    refuse('serviceId', 'must be a non-empty string');
-  }
-  return Object.freeze({
-    ...(catalog.serviceId !== undefined ? { serviceId: catalog.serviceId } : {}),
-    ...(catalog.scopes !== undefined ? { scopes: checkScopes(catalog.scopes) } : {}),
-  });
+  return checkCapabilityCatalog(catalog, 'defineCapabilities');
 }

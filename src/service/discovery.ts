@@ -18,7 +18,7 @@ import {
   assertUniqueProjections,
   isDefinedAbility,
 } from './ability.ts';
-import type { CapabilityCatalog } from './capabilities.ts';
+import { type CapabilityCatalog, checkCapabilityCatalog } from './capabilities.ts';
 import {
   isAbilityId,
   MCP_TOOL_NAME_PATTERN,
@@ -160,10 +160,27 @@ export function abilityDiscoveryEntry(
   };
 }
 
+/** Sets `name` as an own data property, so a scope named `__proto__` stays a scope. */
+function defineScopeEntry(
+  scopes: Record<string, { description?: string }>,
+  name: string,
+  description: string | undefined,
+): void {
+  Object.defineProperty(scopes, name, {
+    value: description !== undefined ? { description } : {},
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+}
+
 function catalogEntry(
-  catalog: CapabilityCatalog,
+  given: CapabilityCatalog,
   serviceId: string,
 ): NonNullable<ServiceDiscoveryDocument['capabilities']> {
+  // Nothing makes a caller pass defineCapabilities' output, and the plane refuses a whole
+  // document over one bad scope: check here what is about to be published.
+  const catalog = checkCapabilityCatalog(given, `service ${serviceId} capabilities`);
   if (catalog.serviceId !== undefined && catalog.serviceId !== serviceId) {
     throw new SvcConfigurationError(
       `service ${serviceId}: capabilities.serviceId is "${catalog.serviceId}", not "${serviceId}"`,
@@ -172,7 +189,7 @@ function catalogEntry(
   }
   const scopes: Record<string, { description?: string }> = {};
   for (const [name, scope] of Object.entries(catalog.scopes ?? {})) {
-    scopes[name] = scope.description !== undefined ? { description: scope.description } : {};
+    defineScopeEntry(scopes, name, scope.description);
   }
   return {
     ...(catalog.serviceId !== undefined ? { serviceId: catalog.serviceId } : {}),
@@ -182,8 +199,9 @@ function catalogEntry(
 
 /**
  * The discovery document of a service. Checks that every ability belongs to the service and
- * that projections are unique ({@link assertUniqueProjections}), and that a catalog's
- * `serviceId` (when present) is the service id. Compute it once per service and cache it.
+ * that projections are unique ({@link assertUniqueProjections}), that a catalog passes the rules
+ * of `defineCapabilities`, and that its `serviceId` (when present) is the service id. Compute it
+ * once per service and cache it.
  */
 export function serviceDiscoveryDocument(
   options: ServiceDiscoveryOptions,
@@ -486,13 +504,7 @@ function readCapabilities(
       entry.description,
       `capabilities.scopes["${name}"].description`,
     );
-    // A validated name can still be `__proto__`; define it as data, never through the setter.
-    Object.defineProperty(scopes, name, {
-      value: scopeDescription !== undefined ? { description: scopeDescription } : {},
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    defineScopeEntry(scopes, name, scopeDescription);
   }
   return { ...(catalog.serviceId !== undefined ? { serviceId: reader.serviceId } : {}), scopes };
 }

@@ -14,10 +14,18 @@ export function beginLogEventCollection(c: Context): void {
   c.set(EVENTS_VARIABLE as never, [] as never);
 }
 
-/** Records an event emitted inside a request. */
+/**
+ * Stops collecting once the response is final: nothing reads the list afterwards, and a
+ * WebSocket session outlives its upgrade request, so keeping on would hold every event it emits.
+ */
+export function endLogEventCollection(c: Context): void {
+  c.set(EVENTS_VARIABLE as never, Object.freeze([...svcLogEvents(c)]) as never);
+}
+
+/** Records an event emitted inside a request, while its response is not yet final. */
 export function recordLogEvent(c: Context, event: SvcLogEvent): void {
   const events = c.get(EVENTS_VARIABLE as never) as SvcLogEvent[] | undefined;
-  events?.push(event);
+  if (events !== undefined && !Object.isFrozen(events)) events.push(event);
 }
 
 /**

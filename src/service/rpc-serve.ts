@@ -51,6 +51,8 @@ export interface ServeRpcOptions {
   maxSessionEntries?: number;
   /** Overrides of Cap'n Web's receive limits; each must be a positive integer. */
   limits?: Partial<RpcLimits>;
+  /** The request's id, carried in the body of every refusal so a caller can quote it. */
+  requestId?: string;
 }
 
 /** Default largest HTTP-batch body: 4 MiB. */
@@ -95,19 +97,30 @@ function allowedMethods(transports: readonly string[]): string {
   return methods.join(', ');
 }
 
-function refuse(status: 405 | 413 | 426, reason: string, detail: string, headers?: HeadersInit) {
+/** What a refusal of this route says; the request id, when known, is added to it. */
+interface Refusal {
+  status: 405 | 413 | 426;
+  reason: string;
+  detail: string;
+  headers?: HeadersInit;
+}
+
+function refuse(options: ServeRpcOptions, refusal: Refusal): Response {
   return problemResponse({
-    status,
     code: 'internal',
-    detail,
     retryable: false,
-    reason,
-    ...(headers !== undefined ? { headers } : {}),
+    ...refusal,
+    ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
   });
 }
 
-function methodNotAllowed(transports: readonly string[], detail: string): Response {
-  return refuse(405, 'rpc_transport_not_enabled', detail, { Allow: allowedMethods(transports) });
+function methodNotAllowed(options: ServeRpcOptions, detail: string): Response {
+  return refuse(options, {
+    status: 405,
+    reason: 'rpc_transport_not_enabled',
+    detail,
+    headers: { Allow: allowedMethods(options.transports) },
+  });
 }
 
 export { readBoundedText } from '../core/bounded-body.ts';
@@ -164,11 +177,19 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   const maxMessages = options.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES;
   const text = await readBoundedText(request, maxBytes);
   if (text === undefined) {
-    return refuse(413, 'rpc_batch_too_large', `RPC batch body exceeds ${maxBytes} bytes`);
+    return refuse(options, {
+      status: 413,
+      reason: 'rpc_batch_too_large',
+      detail: `RPC batch body exceeds ${maxBytes} bytes`,
+    });
   }
   const lines = text === '' ? [] : text.split('\n');
   if (lines.length > maxMessages) {
-    return refuse(413, 'rpc_batch_too_large', `RPC batch exceeds ${maxMessages} messages`);
+    return refuse(options, {
+      status: 413,
+      reason: 'rpc_batch_too_large',
+      detail: `RPC batch exceeds ${maxMessages} messages`,
+    });
   }
   const transport = new BatchServerTransport(lines);
   const main = options.createMain({ transport: 'http-batch', request });
@@ -189,12 +210,12 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
 function serveWebSocket(request: Request, options: ServeRpcOptions): Response | Promise<Response> {
   const upgrader = resolveWebSocketUpgrader(options.runtime, options.upgrader);
   if (upgrader === undefined) {
-    return refuse(
-      426,
-      'websocket_upgrade_unavailable',
-      'This runtime cannot upgrade to WebSocket here: serve through serveNode, serveBun, ' +
+    return refuse(options, {
+      status: 426,
+      reason: 'websocket_upgrade_unavailable',
+      detail: 'This runtime cannot upgrade to WebSocket here: serve through serveNode, serveBun, ' +
         'serveDeno or workersEntrypoint, or pass an upgrader',
-    );
+    });
   }
   const limits = checkedLimits(options.limits);
   const maxEntries = options.maxSessionEntries === undefined
@@ -218,32 +239,32 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
  * Serves one request to an ability's RPC route. `POST` without an upgrade is an HTTP batch
  * (405 unless `http-batch` is enabled); `Upgrade: websocket` opens a session (405 unless
  * `websocket` is enabled, 426 when no upgrader is available); anything else is 405.
- * Refusals are RFC 9457 problem bodies.
+ * Refusals are RFC 9457 problem bodies carrying `requestId` when one is given.
  */
 export async function serveRpc(request: Request, options: ServeRpcOptions): Promise<Response> {
   if (isWebSocketUpgradeRequest(request)) {
     if (!options.transports.includes('websocket')) {
       return methodNotAllowed(
-        options.transports,
+        options,
         'WebSocket is not an enabled transport of this ability',
       );
     }
     if (request.method !== 'GET') {
-      return methodNotAllowed(options.transports, 'A WebSocket upgrade must be a GET request');
+      return methodNotAllowed(options, 'A WebSocket upgrade must be a GET request');
     }
     return await serveWebSocket(request, options);
   }
   if (request.method === 'POST') {
     if (!options.transports.includes('http-batch')) {
       return methodNotAllowed(
-        options.transports,
+        options,
         'HTTP-batch is not an enabled transport of this ability',
       );
     }
     return await serveHttpBatch(request, options);
   }
   return methodNotAllowed(
-    options.transports,
+    options,
     `${request.method} is not an RPC request: POST a batch or upgrade to WebSocket`,
   );
 }

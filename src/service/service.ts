@@ -19,9 +19,10 @@ import { AbilityGateway } from './ability-gateway.ts';
 import { type ServiceDiscoveryDocument, serviceDiscoveryDocument } from './discovery.ts';
 import { readInboundMetadata } from './inbound-metadata.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from './problem-json-app.ts';
-import { beginLogEventCollection, recordLogEvent } from './log-events.ts';
+import { beginLogEventCollection, endLogEventCollection, recordLogEvent } from './log-events.ts';
 import { serveRpc } from './rpc-serve.ts';
 import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
+import { isWebSocketUpgradeRequest } from './websocket-upgrade.ts';
 
 /** A running service: a web-standard `fetch`, its Hono app, and its discovery document. */
 export interface SvcService {
@@ -32,10 +33,6 @@ export interface SvcService {
 
 /** The path every service publishes its discovery document at. */
 export const SERVICE_DISCOVERY_PATH = '/.well-known/svc/service.json';
-
-function isWebSocketUpgrade(request: Request): boolean {
-  return request.headers.get('upgrade')?.toLowerCase() === 'websocket';
-}
 
 /**
  * Creates a service from its abilities. Every definition is checked now: a service that would
@@ -96,6 +93,7 @@ export function createService(options: ServiceOptions): SvcService {
         status,
         durationMs: Date.now() - startedAt,
       });
+      endLogEventCollection(c);
     },
   });
 
@@ -115,7 +113,7 @@ export function createService(options: ServiceOptions): SvcService {
   for (const ability of abilities) {
     app.all(ability.rpc.path, (c) => {
       const request = c.req.raw;
-      const transport = isWebSocketUpgrade(request) ? 'websocket' : 'http-batch';
+      const transport = isWebSocketUpgradeRequest(request) ? 'websocket' : 'http-batch';
       const metadata = readInboundMetadata(request, transport === 'websocket' ? 'query' : 'header');
       const budgetMs = applyTimeoutPolicy(metadata.budgetMs, resolved.timeoutPolicy, {
         perCallTransport: transport === 'http-batch',
@@ -125,6 +123,7 @@ export function createService(options: ServiceOptions): SvcService {
       return serveRpc(request, {
         transports: ability.rpc.transports,
         runtime: c.env,
+        requestId,
         ...(options.upgradeWebSocket !== undefined ? { upgrader: options.upgradeWebSocket } : {}),
         createMain: () =>
           new AbilityGateway({

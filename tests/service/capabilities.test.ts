@@ -58,3 +58,13 @@ test('serviceId, descriptions and unknown fields are checked', () => {
   refuses({ service: 'svc-a' }, /service is not a catalog field/);
   refuses(null, /catalog must be an object/);
 });
+
+test('a scope named __proto__ is an ordinary scope, not a prototype', () => {
+  const catalog = defineCapabilities({
+    scopes: JSON.parse('{"__proto__":{"description":"p"},"svc-a.read":{}}'),
+  });
+  assert.deepEqual(Object.keys(catalog.scopes!), ['__proto__', 'svc-a.read']);
+  assert.deepEqual(Object.getOwnPropertyDescriptor(catalog.scopes, '__proto__')?.value, {
+    description: 'p',
+  });
+});

@@ -332,3 +332,56 @@ test('a catalog scope named __proto__ stays a plain data key', () => {
   assert.equal(Object.getPrototypeOf(scopes), Object.prototype);
   assert.deepEqual(Object.keys(scopes), ['svc-a.read', '__proto__']);
 });
+
+test('the service document refuses a catalog that did not pass the defineCapabilities rules', () => {
+  const cases: [unknown, RegExp][] = [
+    [{ scopes: { 'svc-a read': {} } }, /scope "svc-a read" must not contain whitespace/],
+    [{ scopes: { 'svc-a.read': { description: 42 } } }, /description must be a string/],
+    [{ scopes: ['svc-a.read'] }, /scopes must be an object mapping scope names/],
+    [{ scopes: { 'svc-a.read': { bogus: 1 } } }, /\.bogus is not a scope field/],
+    [{ serviceId: 'svc-a', extra: true }, /extra is not a catalog field/],
+  ];
+  for (const [capabilities, pattern] of cases) {
+    assert.throws(
+      () =>
+        serviceDiscoveryDocument({
+          id: 'svc-a',
+          title: 'A',
+          version: '1',
+          capabilities: capabilities as never,
+          abilities: [],
+        }),
+      (error) => {
+        assert.ok(error instanceof SvcConfigurationError, String(error));
+        assert.equal(svcErrorInfo(error).reason, 'invalid_capabilities');
+        assert.match(error.message, /^service svc-a capabilities: /);
+        assert.match(error.message, pattern);
+        return true;
+      },
+      JSON.stringify(capabilities),
+    );
+  }
+});
+
+test('a published catalog scope named __proto__ is an own key the plane reads back', () => {
+  const document = serviceDiscoveryDocument({
+    id: 'svc-a',
+    title: 'A',
+    version: '1',
+    capabilities: defineCapabilities({
+      scopes: JSON.parse('{"__proto__":{"description":"p"},"svc-a.read":{}}'),
+    }),
+    abilities: [],
+  });
+  const scopes = document.capabilities!.scopes!;
+  assert.equal(Object.getPrototypeOf(scopes), Object.prototype);
+  assert.deepEqual(Object.keys(scopes), ['__proto__', 'svc-a.read']);
+  const received = parseServiceDiscoveryDocument(JSON.parse(JSON.stringify(document)), 'svc-a');
+  assert.deepEqual(Object.keys(received.capabilities!.scopes!), ['__proto__', 'svc-a.read']);
+  assert.deepEqual(
+    Object.getOwnPropertyDescriptor(received.capabilities!.scopes, '__proto__')?.value,
+    {
+      description: 'p',
+    },
+  );
+});

@@ -438,3 +438,25 @@ test(
     }
   },
 );
+
+test('every refusal of the RPC route carries the given requestId in its problem body', async () => {
+  const record = newFakeRecord();
+  const batchOnly = fakeRpcEndpoint(record, { transports: ['http-batch'], requestId: 'rid-1' });
+  const socketOnly = fakeRpcEndpoint(record, { transports: ['websocket'], requestId: 'rid-2' });
+  const tight = fakeRpcEndpoint(record, { maxBatchBytes: 8, requestId: 'rid-3' });
+  const refusals: [Response, number, string][] = [
+    [await batchOnly.fetch(new Request(RPC_URL)), 405, 'rid-1'],
+    [
+      await batchOnly.fetch(new Request(RPC_URL, { headers: { Upgrade: 'websocket' } })),
+      405,
+      'rid-1',
+    ],
+    [await socketOnly.fetch(post(echoBatch('{"value":"x"}'))), 405, 'rid-2'],
+    [await tight.fetch(post(echoBatch('{"value":"x"}'))), 413, 'rid-3'],
+  ];
+  for (const [response, status, requestId] of refusals) {
+    assert.equal(response.status, status);
+    assert.equal((await problemOf(response)).requestId, requestId);
+  }
+  assert.equal(record.sessions.length, 0);
+});
