@@ -14,19 +14,19 @@ export interface BodyWithHeaders {
 const utf8Decoder = new TextDecoder();
 
 /**
- * Reads a body as text, counting bytes as they arrive; `undefined` (and the stream cancelled)
- * as soon as it passes `maxBytes`. A declared `Content-Length` past the limit is refused unread.
+ * Reads a body, counting bytes as they arrive; `undefined` (and the stream cancelled) as soon as
+ * it passes `maxBytes`. A declared `Content-Length` past the limit is refused unread.
  */
-export async function readBoundedText(
+export async function readBoundedBytes(
   message: BodyWithHeaders,
   maxBytes: number,
-): Promise<string | undefined> {
+): Promise<Uint8Array | undefined> {
   const declared = message.headers.get('content-length');
   if (declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > maxBytes) {
     await message.body?.cancel().catch(() => {});
     return undefined;
   }
-  if (message.body === null) return '';
+  if (message.body === null) return new Uint8Array(0);
   const reader = message.body.getReader();
   const chunks: Uint8Array[] = [];
   let received = 0;
@@ -40,14 +40,26 @@ export async function readBoundedText(
     }
     chunks.push(value);
   }
-  // One decode of the whole body: a streaming decode per chunk costs far more on some runtimes,
-  // and a batch is usually a single chunk.
-  if (chunks.length === 1) return utf8Decoder.decode(chunks[0]);
+  // Decoded whole by the caller: a streaming decode per chunk costs far more on some runtimes,
+  // and a body is usually a single chunk.
+  if (chunks.length === 1) return chunks[0];
   const body = new Uint8Array(received);
   let offset = 0;
   for (const chunk of chunks) {
     body.set(chunk, offset);
     offset += chunk.byteLength;
   }
-  return utf8Decoder.decode(body);
+  return body;
+}
+
+/**
+ * Reads a body as text (invalid UTF-8 becomes U+FFFD) with the limits of
+ * {@link readBoundedBytes}; `undefined` past `maxBytes`.
+ */
+export async function readBoundedText(
+  message: BodyWithHeaders,
+  maxBytes: number,
+): Promise<string | undefined> {
+  const bytes = await readBoundedBytes(message, maxBytes);
+  return bytes === undefined ? undefined : utf8Decoder.decode(bytes);
 }

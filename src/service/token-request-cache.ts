@@ -8,6 +8,15 @@
  * Lifetimes are measured on the monotonic clock (`performance.now`), so a step of the caller's
  * wall clock neither keeps serving an expired token nor throws away a fresh one.
  *
+ * A renewal that fails while the cached token is still valid fails the request that triggered
+ * it: the still-valid token is not served in its place, so a refusal by the plane (a grant or
+ * caller key withdrawn) takes effect at the next renewal rather than at the token's expiry, and
+ * an outage shows up as the requester's retryable error. The old token stays in the cache only
+ * as a slot; every later request tries the renewal again.
+ *
+ * The cache holds at most `MAX_CACHED_CAPABILITY_TOKENS` tokens: when full, expired tokens go
+ * first, then the least recently used one. An evicted token is fetched again when next needed.
+ *
  * @module
  */
 
@@ -95,7 +104,7 @@ export function createCapabilityTokenCache(
     for (const [key, entry] of tokens) {
       if (entry.expiresAtMs <= current) tokens.delete(key);
     }
-    // Oldest first: a Map iterates in insertion order.
+    // Least recently used first: a Map iterates in insertion order, and a hit re-inserts.
     for (const key of tokens.keys()) {
       if (tokens.size < maxEntries) break;
       tokens.delete(key);
@@ -123,7 +132,11 @@ export function createCapabilityTokenCache(
   return {
     get(key, fetchToken) {
       const cached = tokens.get(key);
-      if (cached !== undefined && now() < cached.renewAtMs) return Promise.resolve(cached.token);
+      if (cached !== undefined && now() < cached.renewAtMs) {
+        tokens.delete(key);
+        tokens.set(key, cached);
+        return Promise.resolve(cached.token);
+      }
       const pending = inFlight.get(key);
       if (pending !== undefined) return pending;
       const started = fetchAndStore(key, fetchToken).finally(() => inFlight.delete(key));

@@ -14,6 +14,7 @@
  * @module
  */
 import { decodeBase64Url } from '../core/base64url.ts';
+import { readBoundedBytes } from '../core/bounded-body.ts';
 import {
   CapabilityAuthError,
   hasSvcErrorShape,
@@ -184,6 +185,17 @@ function prepare(request: RequesterTokenRequest, defaultTtl: number | undefined)
     scopes: normalizeRequestedScopes(request.scopes),
   };
   if (request.abilityId !== undefined) prepared.abilityId = request.abilityId;
+  // Checked here rather than left to the plane: a malformed TTL is a caller bug, refused before
+  // anything is signed or sent, with the same rule as the requester option.
+  if (
+    request.ttlSeconds !== undefined &&
+    (typeof request.ttlSeconds !== 'number' || !Number.isSafeInteger(request.ttlSeconds) ||
+      request.ttlSeconds <= 0)
+  ) {
+    throw new SvcConfigurationError('A token request `ttlSeconds` must be a positive integer', {
+      reason: 'invalid_token_request',
+    });
+  }
   const ttl = request.ttlSeconds ?? defaultTtl;
   if (ttl !== undefined) prepared.ttlSeconds = ttl;
   return prepared;
@@ -219,39 +231,29 @@ export function tokenEndpointFailure(httpStatus: number, body: unknown, requestI
   return tokenRequestError(message, info, requestId !== undefined ? { requestId } : {});
 }
 
-function invalidResponse(requestId?: string): Error {
+function invalidResponse(
+  requestId?: string,
+  message = 'The control plane answered a token request with an invalid body',
+): Error {
   return tokenRequestError(
-    'The control plane answered a token request with an invalid body',
+    message,
     { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
     requestId !== undefined ? { requestId } : {},
   );
 }
 
-async function readBoundedText(response: Response): Promise<string | undefined> {
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  while (true) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > MAX_TOKEN_RESPONSE_BYTES) {
-      reader.cancel().catch(() => {});
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
+/** What reading a token response body gave: its text, or why there is none. */
+type ResponseText = { text: string } | { problem: 'too_large' | 'not_utf8' };
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+async function readResponseText(response: Response): Promise<ResponseText> {
+  const bytes = await readBoundedBytes(response, MAX_TOKEN_RESPONSE_BYTES);
+  if (bytes === undefined) return { problem: 'too_large' };
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    return { text: strictUtf8.decode(bytes) };
   } catch {
-    return undefined;
+    return { problem: 'not_utf8' };
   }
 }
 
@@ -319,8 +321,15 @@ async function postTokenRequest(
       { requestId, cause },
     );
   }
-  const parsed = parseJson(await readBoundedText(response));
+  const read = await readResponseText(response);
+  const parsed = 'text' in read ? parseJson(read.text) : undefined;
   if (!response.ok) throw tokenEndpointFailure(response.status, parsed, requestId);
+  if ('problem' in read && read.problem === 'too_large') {
+    throw invalidResponse(
+      requestId,
+      `The control plane's token response is larger than ${MAX_TOKEN_RESPONSE_BYTES} bytes`,
+    );
+  }
   return fetchedTokenFrom(parsed, requestId);
 }
 
