@@ -53,13 +53,13 @@ function renewingSession(fx: PlaneDeployment, ttlSeconds: number) {
 test('States: an open WebSocket session refuses calls once its token has expired', async () => {
   const fx = await createPlaneDeployment();
   const now = Math.floor(Date.now() / 1000);
-  // Expired 28 s ago: inside the 30 s skew now, outside it within 3 s.
-  const exp = now - 28;
+  // Expired 27 s ago: inside the 30 s skew for 2 s at least, outside it within 4 s.
+  const exp = now - 27;
   const token = await forgedToken({ iat: now - 100, nbf: now - 100, exp });
   using session = fx.session('svc-a.echo', { token, transport: 'websocket' });
   await session.whoami({});
   const served = fx.count('calls', WHOAMI);
-  for (let waited = 0; Date.now() / 1000 <= exp + 30 && waited < 4000; waited += 100) {
+  for (let waited = 0; Date.now() / 1000 <= exp + 30 && waited < 5000; waited += 100) {
     await sleep(100);
   }
   await assertRefusal(session.whoami({}), { status: 401, reason: 'token_expired' });
@@ -135,8 +135,11 @@ test('States: a WebSocket session whose connection broke opens a new one on the 
   using session = opened;
   await session.whoami({});
   sockets.sockets[0].close(1011, 'gone');
-  await assert.rejects(session.whoami({}));
-  const report = await session.whoami({});
-  assert.ok(report.identity.tokenId);
-  assert.equal(sockets.urls.length, 2, 'a second connection was opened');
+  // A call racing the close may fail with it; within a few calls one succeeds again.
+  let report: Report | undefined;
+  for (let attempt = 0; attempt < 3 && report === undefined; attempt++) {
+    report = await session.whoami({}).catch(() => undefined);
+  }
+  assert.ok(report?.identity.tokenId, 'a call succeeds after the connection broke');
+  assert.equal(sockets.urls.length, 2, 'on a second connection');
 });
