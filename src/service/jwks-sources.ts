@@ -225,7 +225,8 @@ export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {})
   }
   const href = target.href;
   return cachedRemoteKeySet(
-    (signal) => fetchImpl(href, { headers: JWKS_REQUEST_HEADERS, signal }),
+    // Not followed: the keys come from the configured place or from nowhere.
+    (signal) => fetchImpl(href, { headers: JWKS_REQUEST_HEADERS, signal, redirect: 'manual' }),
     resolveCacheTtlMs(options.cacheTtlSeconds, label),
     resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
   );
@@ -251,7 +252,10 @@ export function jwksFromServiceBinding(
     throw new SvcConfigurationError(`${label}: url ${JSON.stringify(url)} is not a URL`);
   }
   return cachedRemoteKeySet(
-    (signal) => binding.fetch(new Request(url, { headers: JWKS_REQUEST_HEADERS, signal })),
+    (signal) =>
+      binding.fetch(
+        new Request(url, { headers: JWKS_REQUEST_HEADERS, signal, redirect: 'manual' }),
+      ),
     resolveCacheTtlMs(options.cacheTtlSeconds, label),
     resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
   );

@@ -312,6 +312,8 @@ async function postTokenRequest(
         method: 'POST',
         headers: { 'Content-Type': 'application/json', ...headers },
         body,
+        // A redirect would carry the signed request to a place the configuration never named.
+        redirect: 'manual',
       }),
     );
   } catch (cause) {

@@ -243,3 +243,24 @@ test('remote sources refuse bad configuration', () => {
   );
   assert.throws(() => jwksFromServiceBinding({} as never), SvcConfigurationError);
 });
+
+test('a JWKS redirect is never followed: the keys come from the configured place or not at all', async () => {
+  const inits: (RequestInit | undefined)[] = [];
+  const redirecting = ((_input: RequestInfo | URL, init?: RequestInit) => {
+    inits.push(init);
+    return Promise.resolve(
+      new Response(null, { status: 302, headers: { Location: 'https://keys.elsewhere/' } }),
+    );
+  }) as typeof fetch;
+  await assertUnavailable(jwksFromUrl(URL_, { fetch: redirecting }).getKey('k1'), 'url');
+  assert.equal(inits[0]?.redirect, 'manual');
+  const requests: Request[] = [];
+  const binding = {
+    fetch(request: Request) {
+      requests.push(request);
+      return Promise.resolve(new Response(null, { status: 307, headers: { Location: '/x' } }));
+    },
+  };
+  await assertUnavailable(jwksFromServiceBinding(binding).getKey('k1'), 'binding');
+  assert.equal(requests[0].redirect, 'manual');
+});

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
+import { abilitySession, MAX_CALLS_PER_BATCH } from '../../src/service/ability-session.ts';
 import {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
+  MAX_BATCH_RESPONSE_BYTES,
   nextMacrotask,
 } from '../../src/service/transports/http-batch.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
@@ -257,4 +258,70 @@ test('without setImmediate the batch flush posts a MessageChannel message, not a
     if (originalImmediate !== undefined) globals.setImmediate = originalImmediate;
   }
   assert.equal(timers, 0);
+});
+
+test('a redirect answer is never followed: the batch, token included, stays put and fails', async () => {
+  const seen: Request[] = [];
+  const { session } = sessionOver((request) => {
+    seen.push(request);
+    // What a runtime's fetch would do for a request that asks to follow redirects.
+    if (request.redirect === 'follow') throw new Error('the batch would have been re-posted');
+    return Promise.resolve(
+      new Response(null, { status: 307, headers: { Location: 'https://elsewhere.example/' } }),
+    );
+  });
+  const failure = await session.echo({ value: 'x' }).then(
+    () => undefined,
+    (error) => svcErrorInfo(error),
+  );
+  assert.equal(failure?.reason, 'rpc_request_refused');
+  assert.equal(failure?.status, 502);
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].redirect, 'manual');
+});
+
+test('a batch response past MAX_BATCH_RESPONSE_BYTES fails the batch and is read no further', async () => {
+  const chunk = new TextEncoder().encode('x'.repeat(1024 * 1024));
+  let pulled = 0;
+  const { session } = sessionOver(() =>
+    Promise.resolve(
+      new Response(
+        new ReadableStream<Uint8Array>({
+          pull(controller) {
+            pulled += chunk.byteLength;
+            controller.enqueue(chunk);
+          },
+        }),
+      ),
+    )
+  );
+  const failure = await session.echo({ value: 'x' }).then(
+    () => undefined,
+    (error) => svcErrorInfo(error),
+  );
+  assert.equal(failure?.reason, 'rpc_response_too_large');
+  assert.ok(pulled > MAX_BATCH_RESPONSE_BYTES, 'the limit was reached');
+  assert.ok(pulled <= MAX_BATCH_RESPONSE_BYTES + 4 * chunk.byteLength, `read ${pulled} bytes`);
+});
+
+test('calls made at once beyond MAX_CALLS_PER_BATCH go out in several batches the service accepts', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const { session } = sessionOver(endpoint.fetch);
+  const count = 2 * MAX_CALLS_PER_BATCH + 500;
+  const results = await Promise.all(
+    Array.from({ length: count }, (_, i) => session.echo({ value: String(i) })),
+  );
+  assert.deepEqual(results.map((result) => result.value), results.map((_, i) => String(i)));
+  assert.equal(endpoint.requests.length, 3, 'three batches');
+  assert.equal(record.calls.length, count);
+});
+
+test('a budget past the timer range does not fire at once', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  const { session } = sessionOver(endpoint.fetch, { timeoutMs: 2 ** 31 });
+  assert.deepEqual(await session.echo({ value: 'in time' }), { value: 'in time' });
+  const budgets = endpoint.requests.map((request) => request.headers.get('X-Svc-Timeout'));
+  assert.ok(Number(budgets[0]) > 2 ** 31 - 1000, `sent ${budgets[0]}`);
 });

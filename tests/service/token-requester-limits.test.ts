@@ -310,3 +310,14 @@ test('a renewal that fails while the cached token is still valid fails the reque
   assert.notEqual(renewed, first, 'a fresh token, not the one cached before the failures');
   assert.equal(plane.requests, 4);
 });
+
+test('a redirect from the token endpoint is never followed and gives no token', async () => {
+  const seen: Request[] = [];
+  const { plane, requester } = httpRequester((request) => {
+    seen.push(request);
+    return new Response(null, { status: 307, headers: { Location: 'https://elsewhere.test/' } });
+  });
+  await assert.rejects(requester(REQUEST), /HTTP 307/);
+  assert.equal(plane.requests, 1, 'the signed request went to the configured plane only');
+  assert.equal(seen[0].redirect, 'manual');
+});

@@ -10,6 +10,7 @@
  * @module
  */
 import { RpcSession, type RpcTransport } from 'capnweb';
+import { readBoundedText } from '../../core/bounded-body.ts';
 import { SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
 import {
   applyMetadataHeaders,
@@ -40,6 +41,14 @@ export interface ServiceBindingFetcher {
 /** Most ability routes one transport remembers (a transport usually serves one ability). */
 const MAX_REMEMBERED_ROUTES = 64;
 
+/**
+ * Largest batch response a caller reads (32 MiB, the WebSocket message limit): a hostile or
+ * broken service cannot make the caller buffer without end. Past it the batch fails.
+ */
+export const MAX_BATCH_RESPONSE_BYTES = 32 * 1024 * 1024;
+/** Largest refusal body read for its problem details; a larger one is dropped unread. */
+const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
+
 /** Base URL of in-process and binding routes; the host is never resolved. */
 const INTERNAL_ORIGIN = 'https://svc.internal';
 
@@ -69,7 +78,8 @@ async function refusedBatchError(response: Response): Promise<Error> {
   let problem: Record<string, unknown> | undefined;
   if ((response.headers.get('content-type') ?? '').includes('json')) {
     try {
-      const body: unknown = await response.json();
+      const text = await readBoundedText(response, MAX_REFUSAL_BODY_BYTES);
+      const body: unknown = text === undefined ? undefined : JSON.parse(text);
       if (body !== null && typeof body === 'object') problem = body as Record<string, unknown>;
     } catch {
       problem = undefined;
@@ -158,7 +168,13 @@ function openBatch(
   const transport = new BatchClientTransport(async (lines) => {
     const response = await send(lines.join('\n'), controller.signal);
     if (!response.ok) throw await refusedBatchError(response);
-    const body = await response.text();
+    const body = await readBoundedText(response, MAX_BATCH_RESPONSE_BYTES);
+    if (body === undefined) {
+      throw new SvcInternalError(
+        `RPC batch response is larger than ${MAX_BATCH_RESPONSE_BYTES} bytes`,
+        { reason: 'rpc_response_too_large', status: 502 },
+      );
+    }
     answered = true;
     return body === '' ? [] : body.split('\n');
   });
@@ -227,7 +243,11 @@ export function httpBatchRpc(
           new Headers({ 'Content-Type': 'text/plain; charset=utf-8' }),
           meta,
         );
-        return doFetch(new Request(url, { method: 'POST', body, headers, signal }));
+        // Never followed: a redirect would carry the batch, and the token in it, to a place the
+        // configuration never named. A 3xx answer fails the batch like any other refusal.
+        return doFetch(
+          new Request(url, { method: 'POST', body, headers, signal, redirect: 'manual' }),
+        );
       });
     },
   };
