@@ -28,8 +28,8 @@ export const SVC_TIMEOUT_QUERY_PARAM = 'timeout';
 /** Largest per-method or service-wide ceiling a definition may declare (24 hours). */
 export const MAX_METHOD_TIMEOUT_MS = 86_400_000;
 
-// At most 16 digits: enough for any value worth clamping, short enough to stay a finite number.
-const PLAIN_DECIMAL_BUDGET = /^[0-9]{1,16}$/;
+// Any number of digits: a budget too large for a number reads as Infinity, then clamps.
+const PLAIN_DECIMAL_BUDGET = /^[0-9]+$/;
 
 /**
  * Reads a budget from a header or query value. Only a plain decimal positive integer is a budget;
@@ -254,7 +254,13 @@ export function deadlineFromBudget(
   return { endsAt, remainingMs, expired: () => remainingMs() === 0 };
 }
 
-/** How long a caller waits locally for a call it forwarded `budgetMs` with. */
+// Timers take a signed 32-bit delay: a longer one fires at once on every runtime.
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
+/**
+ * How long a caller waits locally for a call it forwarded `budgetMs` with, as a timer delay
+ * (at most about 24.8 days: any budget past that waits that long, never less).
+ */
 export function callerWaitMs(budgetMs: number): number {
-  return budgetMs + SVC_TIMEOUT_GRACE_MS;
+  return Math.min(budgetMs + SVC_TIMEOUT_GRACE_MS, MAX_TIMER_DELAY_MS);
 }

@@ -129,6 +129,8 @@ interface AuthenticatedSession {
   // deno-lint-ignore no-explicit-any
   ability: any;
   outstanding: number;
+  /** Calls made on it so far (an HTTP-batch takes at most MAX_CALLS_PER_BATCH). */
+  calls: number;
   /** The token `ability` was authenticated with, and when to authenticate again. */
   token: string;
   renewAt: number;
@@ -147,6 +149,13 @@ function isBoundToken(token: string): boolean {
     return false;
   }
 }
+
+/**
+ * Most calls one HTTP-batch carries. Each call is two messages (push and pull), and a service
+ * refuses a batch of more than 10 000 messages by default (413, every call in it failing):
+ * calls past this go in the next batch, leaving room for a service with a lower limit.
+ */
+export const MAX_CALLS_PER_BATCH = 1000;
 
 /** How long a proof is reused for new HTTP-batches; well inside its 60 s freshness window. */
 const PROOF_REUSE_MS = 30_000;
@@ -283,6 +292,7 @@ class AbilitySessionCore {
     }
     const session = this.#sessionFor(credentials, remaining);
     session.outstanding++;
+    session.calls++;
     try {
       return await session.ability[method](input);
     } finally {
@@ -376,7 +386,14 @@ class AbilitySessionCore {
       abilityId: this.#options.abilityId,
     });
     const { token, renewAt } = credentials;
-    return { opened, ability: authenticated(opened, credentials), outstanding: 0, token, renewAt };
+    return {
+      opened,
+      ability: authenticated(opened, credentials),
+      outstanding: 0,
+      calls: 0,
+      token,
+      renewAt,
+    };
   }
 
   /**
@@ -442,7 +459,10 @@ class AbilitySessionCore {
     if (this.#options.transport.kind !== 'http-batch') {
       return this.#longLivedSession(credentials, remaining);
     }
-    if (this.#batch === undefined || !this.#batch.opened.acceptsCalls()) {
+    if (
+      this.#batch === undefined || !this.#batch.opened.acceptsCalls() ||
+      this.#batch.calls >= MAX_CALLS_PER_BATCH
+    ) {
       this.#batch = this.#open(credentials, remaining);
       this.#openBatches.add(this.#batch);
     }

@@ -47,11 +47,25 @@ test('DL-01 malformed budgets are ignored', () => {
 });
 
 test('parseTimeoutBudget ignores whitespace, signs, separators and absent values', () => {
-  for (const raw of [' 5', '5 ', '+5', '5\n', '1_000', '1,000', '٣', '00', '1'.repeat(17)]) {
+  for (const raw of [' 5', '5 ', '+5', '5\n', '1_000', '1,000', '٣', '00', '0'.repeat(40)]) {
     assert.equal(parseTimeoutBudget(raw), undefined, `budget ${JSON.stringify(raw)}`);
   }
   assert.equal(parseTimeoutBudget(null), undefined);
   assert.equal(parseTimeoutBudget(undefined), undefined);
+});
+
+test('DL-05 a budget of any length clamps to MAX_SVC_TIMEOUT_MS, never reads as absent', () => {
+  for (const raw of ['1'.repeat(17), '100000000000000000', '9'.repeat(400), '600001']) {
+    assert.equal(parseTimeoutBudget(raw), MAX_SVC_TIMEOUT_MS, `budget ${raw.slice(0, 20)}`);
+  }
+});
+
+test('callerWaitMs stays within the timer range, so a long budget never fires at once', () => {
+  assert.equal(callerWaitMs(1000), 1000 + SVC_TIMEOUT_GRACE_MS);
+  for (const budget of [2 ** 31, 2 ** 40, Number.MAX_SAFE_INTEGER]) {
+    const wait = callerWaitMs(budget);
+    assert.ok(wait > 2 ** 30 && wait <= 2 ** 31 - 1, `budget ${budget}: ${wait}`);
+  }
 });
 
 test('parseTimeoutBudget accepts plain positive integers', () => {
