@@ -22,21 +22,9 @@ type Echo = { whoami(input: object): Promise<Report> };
 
 const WHOAMI = 'svc-a.echo#whoami';
 
-/** A WebSocket session with svc-a.echo whose requester mints `ttlSeconds` tokens in process. */
-function renewingSession(fx: PlaneDeployment, ttlSeconds: number) {
+/** A WebSocket session with svc-a.echo, its tokens from `requestToken`. */
+function echoSession(fx: PlaneDeployment, requestToken: () => Promise<string>) {
   const sockets = memoryWebSocketFactory(fx.serviceFetch('svc-a'));
-  const issued: string[] = [];
-  const requestToken = async () => {
-    const { token } = await fx.plane.issueCapabilityToken({
-      callerServiceId: 'svc-caller',
-      targetServiceId: 'svc-a',
-      scopes: ['svc-a.read'],
-      callerAccess: 'service',
-      ttlSeconds,
-    });
-    issued.push(token);
-    return token;
-  };
   const session = abilitySession<Echo>({
     abilityId: 'svc-a.echo',
     callerServiceId: 'svc-caller',
@@ -47,7 +35,30 @@ function renewingSession(fx: PlaneDeployment, ttlSeconds: number) {
       createWebSocket: sockets.createWebSocket,
     }),
   });
-  return { session, sockets, issued };
+  return { session, sockets };
+}
+
+/** A token for svc-caller minted in process; `target` svc-a unless told otherwise. */
+async function mint(fx: PlaneDeployment, ttlSeconds?: number, target = 'svc-a') {
+  const { token } = await fx.plane.issueCapabilityToken({
+    callerServiceId: 'svc-caller',
+    targetServiceId: target,
+    scopes: [`${target}.read`],
+    callerAccess: 'service',
+    ...(ttlSeconds !== undefined ? { ttlSeconds } : {}),
+  });
+  return token;
+}
+
+/** An echo session whose requester mints `ttlSeconds` tokens, recording each. */
+function renewingSession(fx: PlaneDeployment, ttlSeconds: number) {
+  const issued: string[] = [];
+  const opened = echoSession(fx, async () => {
+    const token = await mint(fx, ttlSeconds);
+    issued.push(token);
+    return token;
+  });
+  return { ...opened, issued };
 }
 
 test('States: an open WebSocket session refuses calls once its token has expired', async () => {
@@ -99,29 +110,14 @@ test('States: a WebSocket session authenticates again on the same connection bef
 
 test('States: a refused authentication does not stop a WebSocket session for good', async () => {
   const fx = await createPlaneDeployment();
-  const sockets = memoryWebSocketFactory(fx.serviceFetch('svc-a'));
   let refuse = true;
-  const requestToken = async () => {
-    // First a token for another audience (refused at authenticate), then a good one.
-    const { token } = await fx.plane.issueCapabilityToken({
-      callerServiceId: 'svc-caller',
-      targetServiceId: refuse ? 'svc-b' : 'svc-a',
-      scopes: [refuse ? 'svc-b.read' : 'svc-a.read'],
-      callerAccess: 'service',
-    });
+  // First a token for another audience (refused at authenticate), then a good one.
+  const { session: opened, sockets } = echoSession(fx, () => {
+    const token = mint(fx, undefined, refuse ? 'svc-b' : 'svc-a');
     refuse = false;
     return token;
-  };
-  using session = abilitySession<Echo>({
-    abilityId: 'svc-a.echo',
-    callerServiceId: 'svc-caller',
-    targetServiceId: 'svc-a',
-    scopes: ['svc-a.read'],
-    requestToken,
-    transport: websocketRpc('ws://svc-a.internal/rpc/svc-a.echo', {
-      createWebSocket: sockets.createWebSocket,
-    }),
   });
+  using session = opened;
   const refused = await session.whoami({}).then(() => undefined, (error) => svcErrorInfo(error));
   assert.equal(refused?.status, 401, 'the refusal itself reaches the caller');
   const report = await session.whoami({});
