@@ -49,6 +49,8 @@ interface BunRuntime {
     fetch(request: Request, server: BunServer): Promise<Response | undefined>;
     websocket: {
       maxPayloadLength: number;
+      backpressureLimit: number;
+      closeOnBackpressureLimit: boolean;
       open(socket: BunServerWebSocket): void;
       message(socket: BunServerWebSocket, message: string | Uint8Array): void;
       close(socket: BunServerWebSocket, code: number, reason: string): void;
@@ -57,6 +59,20 @@ interface BunRuntime {
 }
 
 type Listener = (event: Record<string, unknown>) => void;
+
+/**
+ * How many bytes a server socket may hold unsent for a slow reader before the connection is
+ * closed: room for two messages of the largest size. Bun drops a message sent past this limit
+ * (Node's `ws` and Deno buffer without one), so the helper closes the connection instead, and
+ * the peer's calls fail rather than wait for a reply that was never sent.
+ */
+export const BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES = 2 * MAX_WEBSOCKET_PAYLOAD_BYTES;
+
+/** Close code when the peer reads too slowly: 1013, "try again later". */
+const BACKPRESSURE_CLOSE_CODE = 1013;
+
+/** `ServerWebSocket.send` returns 0 when Bun dropped the message. */
+const SEND_DROPPED = 0;
 
 /** Bun's server socket seen through the standard `WebSocket` event interface. */
 class BunWebSocketAdapter {
@@ -84,7 +100,9 @@ class BunWebSocketAdapter {
   }
 
   send(data: string): void {
-    this.#socket.send(data);
+    if (this.#socket.send(data) !== SEND_DROPPED) return;
+    // Every later message would be lost too: end the connection so both sides see it broken.
+    this.#socket.close(BACKPRESSURE_CLOSE_CODE, 'send buffer full: the peer reads too slowly');
   }
 
   close(code?: number, reason?: string): void {
@@ -135,6 +153,10 @@ export async function serveBun(
     },
     websocket: {
       maxPayloadLength: MAX_WEBSOCKET_PAYLOAD_BYTES,
+      backpressureLimit: BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES,
+      // Bun's own closing drops the connection without a close frame (the peer sees 1006) and
+      // discards what was buffered; the adapter's send() closes with a code and reason instead.
+      closeOnBackpressureLimit: false,
       open(socket) {
         const adapter = new BunWebSocketAdapter(socket);
         socket.data.adapter = adapter;

@@ -4,6 +4,7 @@
  * runtime's test file only says how it serves a fetch target and opens client sockets.
  */
 import assert from 'node:assert/strict';
+import { connect, createServer, type Socket } from 'node:net';
 import type { FetchTarget } from '../../src/adapters/serve-target.ts';
 import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
@@ -160,6 +161,49 @@ export async function servedUpgradeRefused(
       assert.equal(record.sessions.length, 0);
     } finally {
       disposeAbilitySession(session);
+    }
+  });
+}
+
+/**
+ * The served fake main behind a TCP relay whose first connection is accepted and never answered:
+ * the session's first socket never opens, so its call fails once the open timeout passes, and
+ * the next call opens a fresh socket that reaches the healthy main.
+ */
+export async function servedAfterSilentHandshake(runtime: WebSocketServingRuntime): Promise<void> {
+  await withServed(runtime, fakeRpcEndpoint(), async (url) => {
+    const upstreamPort = Number(new URL(url).port);
+    const relayed: Socket[] = [];
+    let connections = 0;
+    const relay = createServer((client) => {
+      relayed.push(client);
+      client.on('error', () => client.destroy());
+      if (++connections === 1) return;
+      const upstream = connect(upstreamPort, '127.0.0.1');
+      relayed.push(upstream);
+      upstream.on('error', () => client.destroy());
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', () => resolve()));
+    const address = relay.address();
+    const relayPort = typeof address === 'object' && address !== null ? address.port : 0;
+    const session = fakeSession(
+      websocketRpc(`ws://127.0.0.1:${relayPort}/rpc/fake.echo`, {
+        openTimeoutMs: 200,
+        ...(runtime.createWebSocket !== undefined
+          ? { createWebSocket: runtime.createWebSocket }
+          : {}),
+      }),
+      runtime.requestId,
+    );
+    try {
+      await assert.rejects(session.echo({ value: 'lost' }));
+      assert.deepEqual(await session.echo({ value: 'recovered' }), { value: 'recovered' });
+      assert.equal(connections, 2);
+    } finally {
+      disposeAbilitySession(session);
+      for (const socket of relayed) socket.destroy();
+      await new Promise<void>((resolve) => relay.close(() => resolve()));
     }
   });
 }

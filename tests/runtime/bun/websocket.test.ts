@@ -1,7 +1,14 @@
 // The fake main served by `serveBun` on 127.0.0.1: the shared WebSocket scenarios.
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { test } from 'node:test';
-import { serveBun } from '../../../src/adapters/bun.ts';
+import { BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES, serveBun } from '../../../src/adapters/bun.ts';
 import {
+  SVC_WEBSOCKET_UPGRADER,
+  type WebSocketUpgrader,
+} from '../../../src/service/websocket-upgrade.ts';
+import {
+  servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
   servedUpgradeRefused,
@@ -27,4 +34,65 @@ test(
   'serveBun: an upgrade to an ability without WebSocket is refused',
   BOUND,
   () => servedUpgradeRefused(RUNTIME),
+);
+
+test(
+  'serveBun: a session whose first handshake never completes opens a fresh socket',
+  BOUND,
+  () => servedAfterSilentHandshake(RUNTIME),
+);
+
+test(
+  'serveBun: a peer that stops reading gets a 1013 close, not silently dropped messages',
+  BOUND,
+  async () => {
+    const message = 'x'.repeat(4 * 1024 * 1024);
+    const count = Math.ceil(BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES / message.length) + 4;
+    let serverClosed!: (close: { code: number; reason: string }) => void;
+    const serverClose = new Promise<{ code: number; reason: string }>((resolve) => {
+      serverClosed = resolve;
+    });
+    const server = await serveBun({
+      fetch(request, env) {
+        const upgrader = (env as Record<PropertyKey, unknown>)[
+          SVC_WEBSOCKET_UPGRADER
+        ] as WebSocketUpgrader;
+        return upgrader.upgrade(request, env, (socket) => {
+          socket.addEventListener('close', (event) => serverClosed(event));
+          for (let i = 0; i < count; i++) socket.send(message);
+        });
+      },
+    });
+    const client = connect(server.port, '127.0.0.1');
+    client.on('error', () => {});
+    let received = Buffer.alloc(0);
+    client.on('data', (data: Buffer) => {
+      received = Buffer.concat([received.subarray(-256), data]);
+    });
+    const clientClosed = new Promise<void>((resolve) => client.on('close', () => resolve()));
+    let bound: ReturnType<typeof setTimeout> | undefined;
+    try {
+      client.write(
+        'GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
+          'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+          'Sec-WebSocket-Version: 13\r\n\r\n',
+      );
+      client.pause();
+      const close = await Promise.race([
+        serverClose,
+        new Promise<undefined>((resolve) => (bound = setTimeout(() => resolve(undefined), 20_000))),
+      ]);
+      assert.equal(close?.code, 1013);
+      assert.match(close.reason, /reads too slowly/);
+      // Once the peer reads again, what was sent arrives, then the close frame with its code.
+      client.resume();
+      await clientClosed;
+      const closeFrame = received.subarray(received.lastIndexOf(0x88));
+      assert.equal(closeFrame.readUInt16BE(2), 1013);
+    } finally {
+      clearTimeout(bound);
+      client.destroy();
+      await server.close();
+    }
+  },
 );
