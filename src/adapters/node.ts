@@ -125,7 +125,10 @@ function listen(server: Server, port: number, hostname: string): Promise<number>
 
 /** What {@link attachWebSocketUpgrades} returns. */
 export interface AttachedWebSocketUpgrades {
-  /** Terminates every WebSocket it accepted and stops handling upgrades. */
+  /**
+   * Terminates every WebSocket it accepted, ends every connection still upgrading, and stops
+   * handling upgrades.
+   */
   close(): void;
 }
 
@@ -147,13 +150,21 @@ export function attachWebSocketUpgrades(
     forEachForwardableHeader(headers, (value, name) => lines.push(`${name}: ${value}`));
   });
   const context: UpgradeContext = { target, env: options.env ?? {}, wss, handshakeHeaders };
+  // A socket that asked to upgrade has left the HTTP server's connection tracking and is not a
+  // `ws` client until its handshake completes (nor ever, once refused): tracking it until it
+  // closes lets close() end one whose target never answers or whose peer never hangs up.
+  const upgradeSockets = new Set<Duplex>();
   const onUpgrade = (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+    upgradeSockets.add(socket);
+    socket.once('close', () => upgradeSockets.delete(socket));
     handleUpgrade(context, incoming, socket, head).catch(() => socket.destroy());
   };
   server.on('upgrade', onUpgrade);
   return {
     close() {
       server.off('upgrade', onUpgrade);
+      for (const socket of upgradeSockets) socket.destroy();
+      upgradeSockets.clear();
       for (const client of wss.clients) client.terminate();
       wss.close();
     },

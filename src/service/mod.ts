@@ -39,11 +39,20 @@ export {
   abilitySession,
   type AbilitySessionOptions,
   disposeAbilitySession,
+  MAX_CALLS_PER_BATCH,
   type ProofSigner,
   type TokenRequester,
 } from './ability-session.ts';
-export { cloudflareServiceBindingRpc, httpBatchRpc } from './transports/http-batch.ts';
-export { websocketRpc, type WebSocketRpcOptions } from './transports/websocket.ts';
+export {
+  cloudflareServiceBindingRpc,
+  httpBatchRpc,
+  MAX_BATCH_RESPONSE_BYTES,
+} from './transports/http-batch.ts';
+export {
+  WEBSOCKET_OPEN_TIMEOUT_MS,
+  websocketRpc,
+  type WebSocketRpcOptions,
+} from './transports/websocket.ts';
 export { customRpcTransport } from './transports/custom.ts';
 export { cloudflareNativeRpc } from './transports/cloudflare-native.ts';
 export type { RpcTransportFactory } from './transports/outbound-metadata.ts';

@@ -51,17 +51,27 @@ function closeReason(reason: unknown): string {
   return new TextDecoder().decode(bytes.subarray(0, MAX_CLOSE_REASON_BYTES), { stream: true });
 }
 
+/** Options of {@link WebSocketRpcTransport}. */
+export interface WebSocketRpcTransportOptions {
+  /**
+   * How long a socket still connecting may take to open, in milliseconds; past it the socket is
+   * closed and the transport fails. Default: no limit (a server socket arrives already open).
+   */
+  openTimeoutMs?: number;
+}
+
 /** Cap'n Web transport over a WebSocket-shaped object; sends queue until the socket opens. */
 export class WebSocketRpcTransport implements RpcTransport {
   #socket: RpcWebSocket;
   #sendQueue: string[] | undefined;
+  #openTimer: ReturnType<typeof setTimeout> | undefined;
   #received: string[] = [];
   #waiting: { resolve(message: string): void; reject(error: unknown): void } | undefined;
   #error: unknown;
   #entryLimit: { session: RpcSessionStats; maxEntries: number } | undefined;
   #receivedSinceCount = 0;
 
-  constructor(socket: RpcWebSocket) {
+  constructor(socket: RpcWebSocket, options: WebSocketRpcTransportOptions = {}) {
     this.#socket = socket;
     try {
       socket.binaryType = 'arraybuffer';
@@ -71,6 +81,7 @@ export class WebSocketRpcTransport implements RpcTransport {
     if (socket.readyState === CONNECTING) {
       this.#sendQueue = [];
       socket.addEventListener('open', () => this.#flushQueue());
+      if (options.openTimeoutMs !== undefined) this.#startOpenTimer(options.openTimeoutMs);
     }
     socket.addEventListener('message', (event: { data: unknown }) => this.#onMessage(event.data));
     socket.addEventListener('close', (event: { code?: number; reason?: string }) => {
@@ -79,8 +90,12 @@ export class WebSocketRpcTransport implements RpcTransport {
     socket.addEventListener('error', () => this.#fail(new Error('WebSocket connection failed.')));
   }
 
-  /** Sends one message, or queues it while the socket is still connecting. */
+  /**
+   * Sends one message, or queues it while the socket is still connecting. Once the transport
+   * failed, the session is ending and every call on it rejects: nothing is queued any more.
+   */
   send(message: string): void {
+    if (this.#error !== undefined) return;
     if (this.#sendQueue !== undefined) this.#sendQueue.push(message);
     else this.#socket.send(message);
   }
@@ -136,8 +151,33 @@ export class WebSocketRpcTransport implements RpcTransport {
     );
   }
 
+  /**
+   * A handshake that never completes (a peer that accepted the connection and went silent)
+   * raises no event: without a limit, the session would wait on it forever and queue every
+   * call. Failing the transport breaks the session, so its owner opens a fresh one.
+   */
+  #startOpenTimer(timeoutMs: number): void {
+    this.#openTimer = setTimeout(() => {
+      this.#openTimer = undefined;
+      if (this.#sendQueue === undefined) return;
+      this.#fail(new Error(`WebSocket did not open within ${timeoutMs} ms.`));
+      try {
+        this.#socket.close();
+      } catch {
+        // Already failing; the runtime ends the connection.
+      }
+    }, timeoutMs);
+  }
+
+  #clearOpenTimer(): void {
+    if (this.#openTimer === undefined) return;
+    clearTimeout(this.#openTimer);
+    this.#openTimer = undefined;
+  }
+
   #flushQueue(): void {
-    const queued = this.#sendQueue ?? [];
+    this.#clearOpenTimer();
+    const queued = this.#error === undefined ? this.#sendQueue ?? [] : [];
     this.#sendQueue = undefined;
     try {
       for (const message of queued) this.#socket.send(message);
@@ -164,6 +204,8 @@ export class WebSocketRpcTransport implements RpcTransport {
   #fail(error: unknown): void {
     if (this.#error !== undefined) return;
     this.#error = error;
+    this.#clearOpenTimer();
+    if (this.#sendQueue !== undefined) this.#sendQueue = [];
     const waiting = this.#waiting;
     this.#waiting = undefined;
     waiting?.reject(error);

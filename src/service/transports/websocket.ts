@@ -14,6 +14,12 @@ import {
 } from './outbound-metadata.ts';
 import { type RpcWebSocket, WebSocketRpcTransport } from './websocket-rpc-transport.ts';
 
+/**
+ * How long a caller's socket may take to open, in milliseconds, unless `openTimeoutMs` says
+ * otherwise.
+ */
+export const WEBSOCKET_OPEN_TIMEOUT_MS = 10_000;
+
 /** Options of {@link websocketRpc}. */
 export interface WebSocketRpcOptions {
   /**
@@ -23,6 +29,12 @@ export interface WebSocketRpcOptions {
    * client leaves Nagle's algorithm on and every call then waits about 40 ms for a delayed ACK.
    */
   createWebSocket?: (url: string) => WebSocket;
+  /**
+   * How long the socket may take to open (connection and handshake), in milliseconds; default
+   * {@link WEBSOCKET_OPEN_TIMEOUT_MS}. Past it the socket is closed and the session breaks, so
+   * the next call opens a fresh one instead of waiting on a peer that never answers.
+   */
+  openTimeoutMs?: number;
 }
 
 /** `http(s)` URLs name the same endpoint as `ws(s)`; anything else is refused. */
@@ -36,6 +48,19 @@ function webSocketUrl(url: string | URL): URL {
     );
   }
   return parsed;
+}
+
+// The upper bound is the largest delay a timer accepts (2^31 - 1 ms, about 24.8 days).
+const MAX_OPEN_TIMEOUT_MS = 2_147_483_647;
+
+function validOpenTimeout(timeoutMs: number): number {
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_OPEN_TIMEOUT_MS) {
+    throw new SvcConfigurationError(
+      `websocketRpc openTimeoutMs must be a positive number of milliseconds up to ` +
+        `${MAX_OPEN_TIMEOUT_MS} (got ${timeoutMs})`,
+    );
+  }
+  return timeoutMs;
 }
 
 function globalWebSocket(url: string): WebSocket {
@@ -59,13 +84,15 @@ export function websocketRpc(
 ): RpcTransportFactory {
   const base = webSocketUrl(url);
   const createWebSocket = options.createWebSocket ?? globalWebSocket;
+  const openTimeoutMs = validOpenTimeout(options.openTimeoutMs ?? WEBSOCKET_OPEN_TIMEOUT_MS);
   return {
     kind: 'websocket',
     open(meta: OutboundRpcMetadata): OpenedRpcSession {
       const finalUrl = withMetadataQuery(base, meta).href;
       const socket = createWebSocket(finalUrl) as unknown as RpcWebSocket;
       // A normal closure first, so the peer sees 1000 rather than the abort's 3000.
-      return openSessionOver(new WebSocketRpcTransport(socket), () => {
+      const transport = new WebSocketRpcTransport(socket, { openTimeoutMs });
+      return openSessionOver(transport, () => {
         try {
           socket.close(1000, 'session disposed');
         } catch {

@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import { denoWebSocketFactory, serveDeno } from '../../../src/adapters/deno.ts';
 import {
+  servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
   servedUpgradeRefused,
@@ -32,4 +33,16 @@ test(
   'serveDeno: an upgrade to an ability without WebSocket is refused',
   BOUND,
   () => servedUpgradeRefused(RUNTIME),
+);
+
+test(
+  'serveDeno: a session whose first handshake never completes opens a fresh socket',
+  BOUND,
+  () => servedAfterSilentHandshake(RUNTIME),
+);
+
+test(
+  "serveDeno: with Deno's own client, a session whose first handshake never completes recovers",
+  BOUND,
+  () => servedAfterSilentHandshake({ ...RUNTIME, createWebSocket: undefined }),
 );

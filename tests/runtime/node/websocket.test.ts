@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WebSocket as WsWebSocket } from 'ws';
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import {
   attachWebSocketUpgrades,
   nodeWebSocketFactory,
@@ -13,6 +14,7 @@ import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../../support/fake-m
 import {
   assertEchoesOverWebSocket,
   fakeWebSocketSession,
+  servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
   servedUpgradeRefused,
@@ -170,4 +172,49 @@ test(
       await server.close();
     }
   },
+);
+
+test(
+  'serveNode: close() ends a connection whose upgrade the target is still deciding',
+  BOUND,
+  async () => {
+    let reached!: () => void;
+    const targetReached = new Promise<void>((resolve) => (reached = resolve));
+    let decide!: () => void;
+    const decided = new Promise<void>((resolve) => (decide = resolve));
+    const server = await serveNode({
+      async fetch() {
+        reached();
+        await decided;
+        return new Response('too late', { status: 403 });
+      },
+    });
+    const socket = connect(server.port, '127.0.0.1');
+    const socketClosed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => {});
+    try {
+      socket.write(
+        'GET /rpc/fake.echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
+          'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+          'Sec-WebSocket-Version: 13\r\n\r\n',
+      );
+      await targetReached;
+      const outcome = await Promise.race([
+        server.close().then(() => 'closed'),
+        new Promise<string>((resolve) => setTimeout(() => resolve('still open'), 10_000).unref()),
+      ]);
+      assert.equal(outcome, 'closed');
+      await socketClosed;
+    } finally {
+      decide();
+      socket.destroy();
+      await server.close();
+    }
+  },
+);
+
+test(
+  'serveNode: a session whose first handshake never completes opens a fresh socket',
+  BOUND,
+  () => servedAfterSilentHandshake(RUNTIME),
 );
