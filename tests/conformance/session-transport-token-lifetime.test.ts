@@ -50,11 +50,14 @@ async function mint(fx: PlaneDeployment, ttlSeconds?: number, target = 'svc-a') 
   return token;
 }
 
-/** An echo session whose requester mints `ttlSeconds` tokens, recording each. */
-function renewingSession(fx: PlaneDeployment, ttlSeconds: number) {
+/**
+ * An echo session whose requester mints tokens with the given lifetimes in turn (the last one
+ * for every later token), recording each.
+ */
+function renewingSession(fx: PlaneDeployment, ...ttlSeconds: number[]) {
   const issued: string[] = [];
   const opened = echoSession(fx, async () => {
-    const token = await mint(fx, ttlSeconds);
+    const token = await mint(fx, ttlSeconds[Math.min(issued.length, ttlSeconds.length - 1)]);
     issued.push(token);
     return token;
   });
@@ -95,8 +98,9 @@ test('Rotation r8: an open WebSocket session refuses calls once its signing key 
 
 test('States: a WebSocket session authenticates again on the same connection before its token expires', async () => {
   const fx = await createPlaneDeployment();
-  // 6 s tokens: the session renews 5 s before expiry, so 0 to 1 s after each mint.
-  const { session: opened, sockets, issued } = renewingSession(fx, 6);
+  // A 6 s token first: the session renews 5 s before expiry, so 0 to 1 s after the mint. Then a
+  // 60 s token, used until long after the test.
+  const { session: opened, sockets, issued } = renewingSession(fx, 6, 60);
   using session = opened;
   const first = await session.whoami({});
   await sleep(1100);
