@@ -47,6 +47,19 @@ function httpRequester(answer: (request: Request) => Response | Promise<Response
   return { plane, requester };
 }
 
+/** A body that never ends, repeating `chunk`, recording what was pulled and whether cancelled. */
+function endlessBody(chunk: Uint8Array, source: { pulled: number; cancelled: boolean }) {
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      source.pulled += chunk.byteLength;
+      controller.enqueue(chunk.slice());
+    },
+    cancel() {
+      source.cancelled = true;
+    },
+  });
+}
+
 /** `text` padded with trailing JSON whitespace to exactly `bytes` UTF-8 bytes. */
 function paddedTo(text: string, bytes: number): string {
   const padded = text + ' '.repeat(bytes - new TextEncoder().encode(text).length);
@@ -82,15 +95,7 @@ test('an endless token response is read only up to the limit, then released', as
   const source = { pulled: 0, cancelled: false };
   const { requester } = httpRequester(() =>
     new Response(
-      new ReadableStream<Uint8Array>({
-        pull(controller) {
-          source.pulled += chunk.byteLength;
-          controller.enqueue(chunk.slice());
-        },
-        cancel() {
-          source.cancelled = true;
-        },
-      }),
+      endlessBody(chunk, source),
       { status: 200 },
     )
   );
@@ -108,15 +113,7 @@ test('a token response declaring a Content-Length over the limit is refused unre
   let declared: string | null = null;
   const { requester } = httpRequester(() => {
     const response = new Response(
-      new ReadableStream<Uint8Array>({
-        pull(controller) {
-          source.pulled += chunk.byteLength;
-          controller.enqueue(chunk.slice());
-        },
-        cancel() {
-          source.cancelled = true;
-        },
-      }),
+      endlessBody(chunk, source),
       { status: 200, headers: { 'content-length': String(MAX_TOKEN_RESPONSE_BYTES + 1) } },
     );
     declared = response.headers.get('content-length');
