@@ -11,6 +11,7 @@
 import {
   hasSvcErrorShape,
   isRetryableStatusByDefault,
+  SvcConfigurationError,
   type SvcErrorCode,
   svcErrorInfo,
   type ValidationIssue,
@@ -190,7 +191,11 @@ export function problemFromError(
 ): Response {
   const info = svcErrorInfo(error);
   const shaped = hasSvcErrorShape(error);
-  const detail = (shaped ? taxonomyMessage(error) : undefined) ?? OPAQUE_PROBLEM_DETAIL;
+  // A configuration error speaks to the operator (it can quote configuration, secrets included
+  // when values are misplaced): the log has it, the caller gets the opaque detail.
+  const detail =
+    (shaped && !(error instanceof SvcConfigurationError) ? taxonomyMessage(error) : undefined) ??
+      OPAQUE_PROBLEM_DETAIL;
   const init: ProblemInit = {
     status: info.status,
     code: info.code,

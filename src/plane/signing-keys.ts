@@ -64,9 +64,8 @@ function checkKid(kid: unknown, index: number): string {
     refuse(`Capability signing key ${index} needs an explicit non-empty string kid`);
   }
   if (!KID_PATTERN.test(kid)) {
-    refuse(
-      `Capability signing key id ${JSON.stringify(kid)} must be 1..128 visible ASCII characters`,
-    );
+    // Not echoed: a kid and secret given the wrong way round would put the private key here.
+    refuse(`Capability signing key ${index}: its kid must be 1..128 visible ASCII characters`);
   }
   return kid;
 }

@@ -165,8 +165,18 @@ test('problemFromError keeps the message and classification of taxonomy errors',
     'quota',
     'Quota exceeded',
   ]);
-  const config = await readProblem(problemFromError(new SvcConfigurationError('no caller set')));
-  assert.deepEqual([config.status, config.code, config.detail], [500, 'internal', 'no caller set']);
+});
+
+test('problemFromError never shows a configuration error message, which can quote secrets', async () => {
+  const leaked = '{"kty":"EC","d":"private-scalar"}';
+  const config = await readProblem(
+    problemFromError(
+      new SvcConfigurationError(`signing key ${leaked} is malformed`, { reason: 'invalid_keys' }),
+    ),
+  );
+  assert.deepEqual([config.status, config.code, config.reason], [500, 'internal', 'invalid_keys']);
+  assert.equal(JSON.stringify(config).includes('private-scalar'), false);
+  assert.equal(config.detail, OPAQUE_PROBLEM_DETAIL);
 });
 
 test('problemFromError includes the issues of input validation errors', async () => {

@@ -105,6 +105,17 @@ test('empty lists, missing kids and malformed entries are refused', async () => 
   );
 });
 
+test('a kid and secret given the wrong way round are refused without quoting the secret', async () => {
+  const { k1 } = await testKeys();
+  const swapped = { kid: k1.entry.secret as string, secret: 'k1' };
+  await assert.rejects(loadSigningAuthority([swapped]), (error: unknown) => {
+    assert.ok(error instanceof SvcConfigurationError);
+    assert.match(error.message, /key 0: its kid must be/);
+    assert.equal(error.message.includes(String(k1.privateJwk.d)), false, 'no private scalar');
+    return true;
+  });
+});
+
 test('keys that are not P-256 private keys are refused', async () => {
   const { k1, k2 } = await testKeys();
   const p384 = await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, true, [
