@@ -190,6 +190,27 @@ function validReason(reason: unknown): string | undefined {
 const INTERNAL: SvcErrorInfo = Object.freeze({ code: 'internal', status: 500, retryable: false });
 
 /**
+ * The taxonomy fields of a thrown value with a valid `code`, read once each. A thrown value can
+ * be anything, getters and proxies included: one that throws while being read is no taxonomy
+ * error (and is replaced like any unshaped failure), never a second exception.
+ */
+function taxonomyFields(
+  error: unknown,
+): { code: string; status: unknown; retryable: unknown; reason: unknown } | undefined {
+  if (error === null || (typeof error !== 'object' && typeof error !== 'function')) {
+    return undefined;
+  }
+  try {
+    const { code, status, retryable, reason } = error as Record<string, unknown>;
+    return typeof code === 'string' && CODES.has(code)
+      ? { code, status, retryable, reason }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Reads the error info record of a local or received error, re-validating every field.
  *
  * A peer controls every property of a received error, so nothing is trusted as sent:
@@ -198,11 +219,8 @@ const INTERNAL: SvcErrorInfo = Object.freeze({ code: 'internal', status: 500, re
  * taxonomy shape reads as `internal` / 500 / not retryable.
  */
 export function svcErrorInfo(error: unknown): SvcErrorInfo {
-  if (error === null || (typeof error !== 'object' && typeof error !== 'function')) {
-    return { ...INTERNAL };
-  }
-  const record = error as Record<string, unknown>;
-  if (typeof record.code !== 'string' || !CODES.has(record.code)) return { ...INTERNAL };
+  const record = taxonomyFields(error);
+  if (record === undefined) return { ...INTERNAL };
   const code = record.code as SvcErrorCode;
   const reason = validReason(record.reason);
   const withReason = (info: SvcErrorInfo): SvcErrorInfo =>
@@ -235,9 +253,7 @@ export function svcErrorInfo(error: unknown): SvcErrorInfo {
 
 /** Whether an error (local or received) already carries a valid taxonomy `code`. */
 export function hasSvcErrorShape(error: unknown): boolean {
-  if (error === null || typeof error !== 'object') return false;
-  const code = (error as Record<string, unknown>).code;
-  return typeof code === 'string' && CODES.has(code);
+  return typeof error === 'object' && taxonomyFields(error) !== undefined;
 }
 
 const handlerFailureCauses = new WeakMap<object, unknown>();

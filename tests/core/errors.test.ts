@@ -273,3 +273,23 @@ test('AbilityValidationError issues survive as an own enumerable property', () =
   const received = receivedOverRpc(error) as unknown as { issues: unknown };
   assert.deepEqual(received.issues, [{ message: 'Required', path: ['a', 0] }]);
 });
+
+test('a thrown value whose fields throw when read is no taxonomy error, and reading it never throws', () => {
+  const hostile = new Error('boom');
+  for (const field of ['code', 'status', 'retryable', 'reason']) {
+    Object.defineProperty(hostile, field, {
+      get() {
+        throw new Error('SECRET-from-getter');
+      },
+    });
+  }
+  assert.equal(hasSvcErrorShape(hostile), false);
+  assert.deepEqual(svcErrorInfo(hostile), { code: 'internal', status: 500, retryable: false });
+  const proxy = new Proxy({}, {
+    get() {
+      throw new Error('SECRET-from-proxy');
+    },
+  });
+  assert.equal(hasSvcErrorShape(proxy), false);
+  assert.deepEqual(svcErrorInfo(proxy), { code: 'internal', status: 500, retryable: false });
+});

@@ -7,6 +7,7 @@ import {
   CapabilityAuthError,
   handlerFailureCause,
   SvcConfigurationError,
+  svcErrorInfo,
 } from '../../src/core/errors.ts';
 import type { SvcSchema } from '../../src/core/schema.ts';
 import { defineAbility } from '../../src/service/ability.ts';
@@ -495,4 +496,30 @@ test('a method detached from its target refuses to run', async () => {
   const detached = target.write;
   await rejectsWithInfo(detached.call({}, { value: 'x' }), { code: 'internal' });
   assert.equal(record.factoryCalls, 0);
+});
+
+test('a handler error whose fields throw when read is replaced by the opaque failure and logged', async () => {
+  const ability = defineAbility({
+    id: 'svc-h.getter',
+    methods: { read: abilityMethod({ input: z.object({}), output: z.object({}) }) },
+    handler: () => ({
+      read: () => {
+        const error = new Error('db down');
+        Object.defineProperty(error, 'code', {
+          enumerable: true,
+          get() {
+            throw new Error('SECRET-from-getter');
+          },
+        });
+        throw error;
+      },
+    }),
+  });
+  const { call, events } = callContextWith();
+  await assert.rejects(createAbilityTarget(ability, call).read({}), (error: unknown) => {
+    assert.equal((error as Error).message, 'Svc ability handler failed: read');
+    assert.equal(JSON.stringify(svcErrorInfo(error)).includes('SECRET'), false);
+    return true;
+  });
+  assert.equal(events.filter((event) => event.event === 'svc.ability.handler_failed').length, 1);
 });
