@@ -44,9 +44,9 @@ export const NO_STORE_HEADERS: Readonly<{ 'Cache-Control': string; Pragma: strin
 
 const KNOWN_FIELDS = new Set(['maxAgeSeconds', 'staleWhileRevalidateSeconds', 'tags']);
 
-// A tag is one comma-separated item of `Cache-Tag`: no separators, no whitespace, no controls.
-// deno-lint-ignore no-control-regex
-const FORBIDDEN_TAG_CHARACTER = /[,\s\x00-\x1f\x7f]/;
+// A tag is one comma-separated item of `Cache-Tag`, and a header value holds bytes, not text:
+// visible ASCII only, without the list separator, quotes or parameter delimiters.
+const TAG_PATTERN = /^[\x21\x23-\x2b\x2d-\x3a\x3c-\x7e]+$/;
 
 function refuse(label: string, problem: string): never {
   throw new SvcConfigurationError(`${label}: httpCache ${problem}`, {
@@ -75,7 +75,9 @@ function tagProblem(tag: unknown): string | undefined {
   if (typeof tag !== 'string') return 'is not a string';
   if (tag.length === 0) return 'is empty';
   if (tag.length > MAX_CACHE_TAG_LENGTH) return `is longer than ${MAX_CACHE_TAG_LENGTH} characters`;
-  if (FORBIDDEN_TAG_CHARACTER.test(tag)) return 'contains a comma, whitespace or control character';
+  if (!TAG_PATTERN.test(tag)) {
+    return 'must be visible ASCII without a comma, quote or semicolon';
+  }
   return undefined;
 }
 

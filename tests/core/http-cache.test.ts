@@ -60,12 +60,34 @@ test('resolveHttpCache refuses negative, fractional and non-number durations', (
 
 test('resolveHttpCache refuses malformed tags', () => {
   for (
-    const tag of ['', 'a,b', 'a b', 'a\tb', 'a\nb', 'a\u0000b', 'a\u007fb', 't'.repeat(129), 7]
+    const tag of [
+      '',
+      'a,b',
+      'a b',
+      'a\tb',
+      'a\nb',
+      'a\u0000b',
+      'a\u007fb',
+      't'.repeat(129),
+      7,
+      'タグ',
+      'caf\u00e9',
+      'a"b',
+      'a;b',
+    ]
   ) {
     assertRefused({ tags: [tag] }, 'tags[0]');
   }
   assertRefused({ tags: 'svc:jwks' }, 'tags');
   assert.deepEqual(resolveHttpCache({ tags: ['t'.repeat(128)] }, 'svc')?.tags, ['t'.repeat(128)]);
+  // Every accepted tag goes into a header as it is.
+  const accepted = ['svc:orders', 'team/a_b-c.d', 'v=2', '~x!'];
+  const resolved = resolveHttpCache({ tags: accepted }, 'svc');
+  assert.deepEqual(resolved?.tags, accepted);
+  assert.equal(
+    new Headers({ 'Cache-Tag': accepted.join(',') }).get('Cache-Tag'),
+    accepted.join(','),
+  );
 });
 
 test('resolveHttpCache refuses unknown fields and other option types', () => {
