@@ -1,5 +1,5 @@
 /**
- * `npm run keygen [-- --kid <id>] [-- --pem]`: prints a fresh control-plane signing key as a ready
+ * `npm run keygen -- [--kid <id>] [--pem]`: prints a fresh control-plane signing key as a ready
  * `signingKeys` entry `{ kid, secret }` (JSON on stdout) and a one-line hint on stderr, so the
  * entry can be piped straight into a secret store.
  *
