@@ -87,8 +87,21 @@ function brokenContract(side: ValidationSide, label: string, what: string): Abil
   });
 }
 
-/** Reads a settled Standard Schema result: the value, or the refusal it stands for. */
+/**
+ * Reads a settled Standard Schema result: the value, or the refusal it stands for. A result
+ * whose reading throws (a getter, an iterator) breaks the contract like a throwing validator:
+ * the schema's own error never reaches the caller.
+ */
 function readValidationResult<T>(result: unknown, side: ValidationSide, label: string): T {
+  try {
+    return readResultFields(result, side, label);
+  } catch (error) {
+    if (error instanceof AbilityValidationError) throw error;
+    throw brokenContract(side, label, 'failed while its result was read');
+  }
+}
+
+function readResultFields<T>(result: unknown, side: ValidationSide, label: string): T {
   if (result !== null && typeof result === 'object') {
     const issuesField = (result as { issues?: unknown }).issues;
     if (issuesField) {
@@ -129,7 +142,13 @@ export function validateWithSchemaNow<S extends SvcSchema>(
   } catch {
     throw brokenContract(side, label, 'failed while validating');
   }
-  if (!isThenable(result)) return readValidationResult(result, side, label);
+  let thenable: boolean;
+  try {
+    thenable = isThenable(result);
+  } catch {
+    throw brokenContract(side, label, 'failed while its result was read');
+  }
+  if (!thenable) return readValidationResult(result, side, label);
   return Promise.resolve(result).then(
     (settled) => readValidationResult(settled, side, label),
     () => {

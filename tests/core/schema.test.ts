@@ -156,6 +156,53 @@ test('a schema whose validate throws fails closed with schema_contract_broken', 
   );
 });
 
+test('a schema result that throws while being read fails closed with schema_contract_broken', async () => {
+  const secret = () => {
+    throw new Error('SECRET-internal');
+  };
+  const results = [
+    { issues: { [Symbol.iterator]: secret } },
+    {
+      issues: [{
+        get message() {
+          return secret();
+        },
+      }],
+    },
+    {
+      issues: [{
+        message: 'bad',
+        get path() {
+          return secret();
+        },
+      }],
+    },
+    {
+      get issues() {
+        return secret();
+      },
+    },
+    {
+      get then() {
+        return secret();
+      },
+    },
+    Promise.resolve({
+      get value() {
+        return secret();
+      },
+    }),
+  ];
+  for (const [index, result] of results.entries()) {
+    for (const side of ['input', 'output'] as const) {
+      const error = await rejection(validateWithSchema(fakeSchema(() => result), {}, side, 'm'));
+      assert.equal(error.reason, 'schema_contract_broken', `result ${index} ${side}`);
+      assert.equal(error.status, side === 'input' ? 422 : 500);
+      assert.ok(!error.message.includes('SECRET'));
+    }
+  }
+});
+
 test('a schema returning neither a value nor issues fails closed', async () => {
   for (const result of [{}, null, undefined, 42, 'ok', { issues: undefined }, { issues: null }]) {
     const schema = fakeSchema(() => result);
