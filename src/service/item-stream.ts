@@ -97,9 +97,17 @@ export function itemStream(source: unknown, options: ItemStreamOptions): Readabl
   return new ReadableStream<unknown>(
     {
       async pull(controller) {
-        let result: IteratorResult<unknown>;
+        let done: boolean;
+        let value: unknown;
         try {
-          result = await puller.next();
+          // Read inside the try: a step whose fields throw (or no step object at all) is the
+          // source failing, not an error of ours.
+          const result: unknown = await puller.next();
+          if (result === null || typeof result !== 'object') {
+            throw new TypeError('The stream source returned an iterator result that is no object');
+          }
+          done = Boolean((result as IteratorResult<unknown>).done);
+          value = done ? undefined : (result as IteratorResult<unknown>).value;
         } catch (error) {
           // A source failing after the consumer cancelled reaches no one.
           if (finished) return;
@@ -108,14 +116,14 @@ export function itemStream(source: unknown, options: ItemStreamOptions): Readabl
           return;
         }
         if (finished) return;
-        if (result.done) {
+        if (done) {
           finished = true;
           controller.close();
           return;
         }
         let item: unknown;
         try {
-          item = await options.validateItem(result.value);
+          item = await options.validateItem(value);
         } catch (error) {
           if (finished) return;
           finished = true;

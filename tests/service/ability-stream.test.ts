@@ -335,3 +335,64 @@ test('a source that fails after the consumer cancelled is not reported', async (
   await new Promise((resolve) => setTimeout(resolve, 10));
   assert.equal(events.length, 0);
 });
+
+test('ERR-03 a source step that is no iterator result, or whose fields throw, is a source failure', async () => {
+  const steps: (() => unknown)[] = [
+    () => null,
+    () => 42,
+    () => ({
+      get done(): boolean {
+        throw new Error(SECRET);
+      },
+    }),
+    () => ({
+      done: false,
+      get value(): unknown {
+        throw new Error(SECRET);
+      },
+    }),
+  ];
+  for (const [index, step] of steps.entries()) {
+    const { ability } = streamingAbility(() => ({
+      [Symbol.asyncIterator]: () => ({ next: () => Promise.resolve(step()) }),
+    }));
+    const { call, events } = callContextWith();
+    const stream = await createAbilityTarget(ability, call).items({});
+    const { error } = await readUntilError(stream);
+    assert.equal((error as Error)?.message, 'Svc ability handler failed: items', `step ${index}`);
+    assert.equal(JSON.stringify(svcErrorInfo(error)).includes('SECRET'), false);
+    assert.equal(events.filter((event) => event.event === 'svc.ability.handler_failed').length, 1);
+  }
+});
+
+test('an item schema whose result throws while being read ends the stream with a 500, no secret', async () => {
+  const base = z.object({ ok: z.boolean() });
+  const output = {
+    '~standard': {
+      ...base['~standard'],
+      validate: () => ({
+        issues: {
+          [Symbol.iterator]() {
+            throw new Error(SECRET);
+          },
+        },
+      }),
+    },
+  } as unknown as typeof base;
+  const ability = defineAbility({
+    id: 'svc-s.broken',
+    rpc: { transports: ['websocket'] },
+    methods: { items: abilityMethod({ input: z.object({}), output, stream: true }) },
+    handler: () => ({
+      items: async function* () {
+        yield { ok: true };
+      },
+    }),
+  });
+  const stream = await createAbilityTarget(ability, callContextWith().call).items({});
+  const { error } = await readUntilError(stream);
+  assert.ok(error instanceof AbilityValidationError);
+  assert.equal(error.reason, 'schema_contract_broken');
+  assert.equal(error.status, 500);
+  assert.equal(error.message.includes('SECRET'), false);
+});
