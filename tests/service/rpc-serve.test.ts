@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import {
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_SESSION_ENTRIES,
@@ -13,6 +13,7 @@ import { SESSION_ENTRY_CHECK_INTERVAL } from '../../src/service/transports/webso
 import { withWebSocketUpgrader } from '../../src/service/websocket-upgrade.ts';
 import {
   FAKE_TOKEN,
+  fakeAbilitySession,
   fakeMainFactory,
   fakeRpcEndpoint,
   newFakeRecord,
@@ -200,27 +201,17 @@ test('DOS-04 an argument nested 300 levels deep aborts the session and the servi
   assert.match(JSON.stringify(abort), /depth/);
   assert.deepEqual(record.calls, []);
 
-  const session = abilitySession<{ echo(input: { value: string }): { value: string } }>({
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
-    requestToken: () => Promise.resolve(FAKE_TOKEN),
-    transport: httpBatchRpc(endpoint.fetch),
-  });
+  const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
+    httpBatchRpc(endpoint.fetch),
+  );
   assert.deepEqual(await session.echo({ value: 'still healthy' }), { value: 'still healthy' });
 });
 
 test('DOS-04 a caller receives the depth refusal as an error', async () => {
   const endpoint = fakeRpcEndpoint(newFakeRecord(), { limits: { maxDepth: 8 } });
-  const session = abilitySession<{ echo(input: unknown): unknown }>({
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
-    requestToken: () => Promise.resolve(FAKE_TOKEN),
-    transport: httpBatchRpc(endpoint.fetch),
-  });
+  const session = fakeAbilitySession<{ echo(input: unknown): unknown }>(
+    httpBatchRpc(endpoint.fetch),
+  );
   let deep: unknown = 1;
   for (let i = 0; i < 20; i++) deep = { a: deep };
   await assert.rejects(session.echo(deep), /depth/);
@@ -356,16 +347,11 @@ test(
     const record = newFakeRecord();
     const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 20 });
     const sockets = memoryWebSocketFactory(endpoint.fetch);
-    const session = abilitySession<{ echo(input: unknown): unknown }>({
-      abilityId: 'fake.echo',
-      callerServiceId: 'caller',
-      targetServiceId: 'fake',
-      scopes: [],
-      requestToken: () => Promise.resolve(FAKE_TOKEN),
-      transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+    const session = fakeAbilitySession<{ echo(input: unknown): unknown }>(
+      websocketRpc('ws://fake.internal/rpc/fake.echo', {
         createWebSocket: sockets.createWebSocket,
       }),
-    });
+    );
     try {
       for (let i = 0; i < 400; i++) assert.equal(await session.echo(i), i);
       // Bursts below the limit are fine too.
@@ -404,19 +390,14 @@ test(
     const record = newFakeRecord();
     const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 100 });
     const sockets = memoryWebSocketFactory(endpoint.fetch);
-    const session = abilitySession<{
+    const session = fakeAbilitySession<{
       ticks(input: { n: number }): ReadableStream<{ i: number }>;
       echo(input: unknown): unknown;
-    }>({
-      abilityId: 'fake.echo',
-      callerServiceId: 'caller',
-      targetServiceId: 'fake',
-      scopes: [],
-      requestToken: () => Promise.resolve(FAKE_TOKEN),
-      transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
+    }>(
+      websocketRpc('ws://fake.internal/rpc/fake.echo', {
         createWebSocket: sockets.createWebSocket,
       }),
-    });
+    );
     try {
       const reader = (await session.ticks({ n: 3_000 })).getReader();
       assert.deepEqual((await reader.read()).value, { i: 0 });

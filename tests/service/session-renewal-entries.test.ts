@@ -3,9 +3,14 @@
 // the caller releases it. A long-lived session renewing its token must release the old stubs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import { fakeRpcEndpoint, newFakeRecord, renewableFakeJwt } from '../support/fake-main.ts';
+import {
+  fakeAbilitySession,
+  fakeRpcEndpoint,
+  newFakeRecord,
+  renewableFakeJwt,
+} from '../support/fake-main.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 
 test('a WebSocket session renewing its token far more often than its entry limit stays open', async () => {
@@ -13,20 +18,14 @@ test('a WebSocket session renewing its token far more often than its entry limit
   const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 20 });
   const sockets = memoryWebSocketFactory(endpoint.fetch);
   let issued = 0;
-  const session = abilitySession<{ echo(input: unknown): unknown }>({
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
+  const session = fakeAbilitySession<{ echo(input: unknown): unknown }>(
+    websocketRpc('ws://fake.internal/rpc/fake.echo', { createWebSocket: sockets.createWebSocket }),
     // Due for renewal as soon as issued (the session renews 5 s before expiry).
-    requestToken: () =>
+    () =>
       Promise.resolve(
         renewableFakeJwt({ exp: Math.floor(Date.now() / 1000) + 4, jti: `t${++issued}` }),
       ),
-    transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {
-      createWebSocket: sockets.createWebSocket,
-    }),
-  });
+  );
   try {
     for (let i = 0; i < 300; i++) assert.equal(await session.echo(i), i);
     assert.equal(issued, 300, 'every call renewed the token');

@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import {
   WEBSOCKET_OPEN_TIMEOUT_MS,
   websocketRpc,
   type WebSocketRpcOptions,
 } from '../../src/service/transports/websocket.ts';
-import { FAKE_TOKEN, fakeRpcEndpoint } from '../support/fake-main.ts';
+import { fakeAbilitySession, fakeRpcEndpoint } from '../support/fake-main.ts';
 import { MemoryWebSocket, memoryWebSocketFactory } from '../support/memory-websocket.ts';
 
 const BOUND = { timeout: 20_000 };
@@ -20,14 +20,7 @@ interface EchoApi {
 }
 
 function echoSession(options: WebSocketRpcOptions) {
-  return abilitySession<EchoApi>({
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
-    requestToken: () => Promise.resolve(FAKE_TOKEN),
-    transport: websocketRpc(RPC_URL, options),
-  });
+  return fakeAbilitySession<EchoApi>(websocketRpc(RPC_URL, options));
 }
 
 /** Sockets that never open first (`silent` of them), then sockets connected to the fake main. */

@@ -7,6 +7,8 @@ import { RpcTarget } from 'capnweb';
 import { AbilityHandlerError, CapabilityAuthError } from '../../src/core/errors.ts';
 import type { RpcMainMeta } from '../../src/service/rpc-serve.ts';
 import { serveRpc, type ServeRpcOptions } from '../../src/service/rpc-serve.ts';
+import { abilitySession } from '../../src/service/ability-session.ts';
+import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 
 /** The only unbound token the fake main accepts. */
 export const FAKE_TOKEN = 'fake-token';
@@ -172,4 +174,22 @@ export function fakeRpcEndpoint(
       });
     },
   };
+}
+
+/**
+ * A caller session with the fake ability (`fake.echo`) over `transport`, its token from
+ * `requestToken` (the fake token by default).
+ */
+export function fakeAbilitySession<Api>(
+  transport: RpcTransportFactory,
+  requestToken: () => Promise<string> = () => Promise.resolve(FAKE_TOKEN),
+) {
+  return abilitySession<Api>({
+    abilityId: 'fake.echo',
+    callerServiceId: 'caller',
+    targetServiceId: 'fake',
+    scopes: [],
+    requestToken,
+    transport,
+  });
 }
