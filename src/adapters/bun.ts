@@ -8,6 +8,10 @@
  *
  * @module
  */
+import {
+  MAX_WEBSOCKET_SEND_BUFFER_BYTES,
+  SEND_BUFFER_FULL_CLOSE,
+} from '../service/transports/websocket-rpc-transport.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import {
   deferredWebSocketUpgrade,
@@ -60,17 +64,6 @@ interface BunRuntime {
 
 type Listener = (event: Record<string, unknown>) => void;
 
-/**
- * How many bytes a server socket may hold unsent for a slow reader before the connection is
- * closed: room for two messages of the largest size. Bun drops a message sent past this limit
- * (Node's `ws` and Deno buffer without one), so the helper closes the connection instead, and
- * the peer's calls fail rather than wait for a reply that was never sent.
- */
-export const BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES = 2 * MAX_WEBSOCKET_PAYLOAD_BYTES;
-
-/** Close code when the peer reads too slowly: 1013, "try again later". */
-const BACKPRESSURE_CLOSE_CODE = 1013;
-
 /** `ServerWebSocket.send` returns 0 when Bun dropped the message. */
 const SEND_DROPPED = 0;
 
@@ -101,8 +94,9 @@ class BunWebSocketAdapter {
 
   send(data: string): void {
     if (this.#socket.send(data) !== SEND_DROPPED) return;
-    // Every later message would be lost too: end the connection so both sides see it broken.
-    this.#socket.close(BACKPRESSURE_CLOSE_CODE, 'send buffer full: the peer reads too slowly');
+    // Bun dropped the message, and would drop every later one too: end the connection so both
+    // sides see it broken, as the RPC transport does where the socket reports its buffer.
+    this.#socket.close(SEND_BUFFER_FULL_CLOSE.code, SEND_BUFFER_FULL_CLOSE.reason);
   }
 
   close(code?: number, reason?: string): void {
@@ -153,7 +147,7 @@ export async function serveBun(
     },
     websocket: {
       maxPayloadLength: MAX_WEBSOCKET_PAYLOAD_BYTES,
-      backpressureLimit: BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES,
+      backpressureLimit: MAX_WEBSOCKET_SEND_BUFFER_BYTES,
       // Bun's own closing drops the connection without a close frame (the peer sees 1006) and
       // discards what was buffered; the adapter's send() closes with a code and reason instead.
       closeOnBackpressureLimit: false,

@@ -53,6 +53,10 @@ export {
   websocketRpc,
   type WebSocketRpcOptions,
 } from './transports/websocket.ts';
+export {
+  MAX_WEBSOCKET_SEND_BUFFER_BYTES,
+  SEND_BUFFER_FULL_CLOSE,
+} from './transports/websocket-rpc-transport.ts';
 export { customRpcTransport } from './transports/custom.ts';
 export { cloudflareNativeRpc } from './transports/cloudflare-native.ts';
 export type { RpcTransportFactory } from './transports/outbound-metadata.ts';

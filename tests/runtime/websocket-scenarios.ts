@@ -11,6 +11,15 @@ import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import {
+  SEND_BUFFER_FULL_CLOSE,
+  WebSocketRpcTransport,
+} from '../../src/service/transports/websocket-rpc-transport.ts';
+import {
+  SVC_WEBSOCKET_UPGRADER,
+  type WebSocketUpgrader,
+} from '../../src/service/websocket-upgrade.ts';
+import { svcErrorInfo } from '../../src/core/errors.ts';
+import {
   FAKE_TOKEN,
   type FakeMainRecord,
   fakeRpcEndpoint,
@@ -206,6 +215,84 @@ export async function servedAfterSilentHandshake(runtime: WebSocketServingRuntim
       await new Promise<void>((resolve) => relay.close(() => resolve()));
     }
   });
+}
+
+/** Whether `bytes` holds an unmasked server close frame carrying `code`. */
+function holdsCloseFrame(bytes: Uint8Array, code: number): boolean {
+  for (let i = bytes.length - 4; i >= 0; i--) {
+    if (bytes[i] === 0x88 && bytes[i + 2] === code >> 8 && bytes[i + 3] === (code & 0xff)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * A raw TCP peer that upgrades and then stops reading, while the server's RPC transport sends
+ * 256 KiB messages: once more than the transport's limit (1 MiB here) waits unsent beyond what
+ * the kernel buffers, the connection closes with 1013 and the transport fails with a retryable
+ * 503, instead of the server buffering for as long as the peer stays connected. Once the peer
+ * reads again, the close frame arrives after what was sent.
+ */
+export async function servedSlowReaderClosed(runtime: WebSocketServingRuntime): Promise<void> {
+  const message = 'x'.repeat(256 * 1024);
+  // 32 MiB in all: past any loopback kernel buffering plus the limit.
+  const maxSends = 128;
+  let transportFailed!: (error: unknown) => void;
+  const failure = new Promise<unknown>((resolve) => (transportFailed = resolve));
+  const target: FetchTarget = {
+    fetch(request, env) {
+      const upgrader = (env as Record<PropertyKey, unknown>)[
+        SVC_WEBSOCKET_UPGRADER
+      ] as WebSocketUpgrader;
+      return upgrader.upgrade(request, env, (socket) => {
+        const transport = new WebSocketRpcTransport(socket, { maxBufferedBytes: 1024 * 1024 });
+        transport.receive().then(
+          () => transportFailed(new Error('the raw peer sent a message')),
+          transportFailed,
+        );
+        for (let i = 0; i < maxSends; i++) transport.send(message);
+      });
+    },
+  };
+  const server = await runtime.serve(target);
+  const client = connect(Number(new URL(server.url).port), '127.0.0.1');
+  client.on('error', () => {});
+  let tail = new Uint8Array(0);
+  let sawClose!: () => void;
+  const closeFrameSeen = new Promise<void>((resolve) => (sawClose = resolve));
+  client.on('data', (data: Uint8Array) => {
+    const joined = new Uint8Array(tail.length + data.length);
+    joined.set(tail);
+    joined.set(data, tail.length);
+    tail = joined.subarray(Math.max(0, joined.length - 256));
+    if (holdsCloseFrame(tail, SEND_BUFFER_FULL_CLOSE.code)) sawClose();
+  });
+  let bound: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    bound = setTimeout(() => reject(new Error('no 1013 close within 20 s')), 20_000);
+  });
+  try {
+    client.write(
+      'GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
+        'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+        'Sec-WebSocket-Version: 13\r\n\r\n',
+    );
+    client.pause();
+    const error = await Promise.race([failure, timedOut]);
+    assert.deepEqual(svcErrorInfo(error), {
+      code: 'internal',
+      status: 503,
+      retryable: true,
+      reason: 'send_buffer_full',
+    });
+    client.resume();
+    await Promise.race([closeFrameSeen, timedOut]);
+  } finally {
+    clearTimeout(bound);
+    client.destroy();
+    await server.close();
+  }
 }
 
 /** A signing key's public JWKS and its token signer (see `runtimeSigningKey`). */

@@ -16,6 +16,12 @@ import { SvcInternalError } from '../../core/errors.ts';
 export interface RpcWebSocket {
   /** 0 connecting, 1 open, 2 closing, 3 closed (fixed by the WebSocket standard). */
   readonly readyState: number;
+  /**
+   * Bytes queued by `send` and not yet handed to the network. Node's `ws`, Deno and browsers
+   * report it; a socket without it (Workers, Bun's server socket) is never closed for a slow
+   * reader by this transport.
+   */
+  readonly bufferedAmount?: number;
   binaryType?: string;
   send(data: string): void;
   close(code?: number, reason?: string): void;
@@ -27,6 +33,20 @@ const CONNECTING = 0;
 
 /** Close code for an RPC-level failure; 3000-3999 is the range registered for libraries. */
 const RPC_ABORT_CLOSE_CODE = 3000;
+
+/**
+ * How many bytes a socket may hold unsent for a peer that reads too slowly before the connection
+ * is closed: room for two messages of the largest size a serving helper accepts (32 MiB). Without
+ * a bound, a peer that stops reading while its calls are answered grows this process's memory
+ * for as long as it keeps the connection open.
+ */
+export const MAX_WEBSOCKET_SEND_BUFFER_BYTES = 64 * 1024 * 1024;
+
+/** How a connection ends when its peer reads too slowly: 1013, "try again later". */
+export const SEND_BUFFER_FULL_CLOSE = Object.freeze({
+  code: 1013,
+  reason: 'send buffer full: the peer reads too slowly',
+});
 
 /**
  * How many received messages pass between two counts of a session's entries. Counting walks the
@@ -58,6 +78,11 @@ export interface WebSocketRpcTransportOptions {
    * closed and the transport fails. Default: no limit (a server socket arrives already open).
    */
   openTimeoutMs?: number;
+  /**
+   * Bytes the socket may hold unsent (its `bufferedAmount`) before the connection is closed with
+   * {@link SEND_BUFFER_FULL_CLOSE}. Default {@link MAX_WEBSOCKET_SEND_BUFFER_BYTES}.
+   */
+  maxBufferedBytes?: number;
 }
 
 /** Cap'n Web transport over a WebSocket-shaped object; sends queue until the socket opens. */
@@ -70,9 +95,11 @@ export class WebSocketRpcTransport implements RpcTransport {
   #error: unknown;
   #entryLimit: { session: RpcSessionStats; maxEntries: number } | undefined;
   #receivedSinceCount = 0;
+  #maxBufferedBytes: number;
 
   constructor(socket: RpcWebSocket, options: WebSocketRpcTransportOptions = {}) {
     this.#socket = socket;
+    this.#maxBufferedBytes = options.maxBufferedBytes ?? MAX_WEBSOCKET_SEND_BUFFER_BYTES;
     try {
       socket.binaryType = 'arraybuffer';
     } catch {
@@ -96,8 +123,30 @@ export class WebSocketRpcTransport implements RpcTransport {
    */
   send(message: string): void {
     if (this.#error !== undefined) return;
-    if (this.#sendQueue !== undefined) this.#sendQueue.push(message);
-    else this.#socket.send(message);
+    if (this.#sendQueue !== undefined) {
+      this.#sendQueue.push(message);
+      return;
+    }
+    this.#socket.send(message);
+    this.#closeIfPeerReadsTooSlowly();
+  }
+
+  /**
+   * Ends the connection once more than the limit waits unsent: the peer's calls then fail as a
+   * broken session, which its owner can reopen, instead of this process buffering without end.
+   */
+  #closeIfPeerReadsTooSlowly(): void {
+    const buffered = this.#socket.bufferedAmount;
+    if (typeof buffered !== 'number' || buffered <= this.#maxBufferedBytes) return;
+    const { code, reason } = SEND_BUFFER_FULL_CLOSE;
+    this.#fail(
+      new SvcInternalError(`WebSocket ${reason}`, { status: 503, reason: 'send_buffer_full' }),
+    );
+    try {
+      this.#socket.close(code, reason);
+    } catch {
+      // Already closing; the runtime ends the connection.
+    }
   }
 
   /**
@@ -183,7 +232,9 @@ export class WebSocketRpcTransport implements RpcTransport {
       for (const message of queued) this.#socket.send(message);
     } catch (error) {
       this.#fail(error);
+      return;
     }
+    this.#closeIfPeerReadsTooSlowly();
   }
 
   #onMessage(data: unknown): void {

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES, serveBun } from '../../../src/adapters/bun.ts';
+import { serveBun } from '../../../src/adapters/bun.ts';
+import { MAX_WEBSOCKET_SEND_BUFFER_BYTES } from '../../../src/service/transports/websocket-rpc-transport.ts';
 import {
   SVC_WEBSOCKET_UPGRADER,
   type WebSocketUpgrader,
@@ -47,7 +48,7 @@ test(
   BOUND,
   async () => {
     const message = 'x'.repeat(4 * 1024 * 1024);
-    const count = Math.ceil(BUN_WEBSOCKET_BACKPRESSURE_LIMIT_BYTES / message.length) + 4;
+    const count = Math.ceil(MAX_WEBSOCKET_SEND_BUFFER_BYTES / message.length) + 4;
     let serverClosed!: (close: { code: number; reason: string }) => void;
     const serverClose = new Promise<{ code: number; reason: string }>((resolve) => {
       serverClosed = resolve;

@@ -5,6 +5,7 @@ import {
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
+  servedSlowReaderClosed,
   servedUpgradeRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -45,4 +46,10 @@ test(
   "serveDeno: with Deno's own client, a session whose first handshake never completes recovers",
   BOUND,
   () => servedAfterSilentHandshake({ ...RUNTIME, createWebSocket: undefined }),
+);
+
+test(
+  'serveDeno: a peer that stops reading is closed with 1013 once the send buffer passes its limit',
+  BOUND,
+  () => servedSlowReaderClosed(RUNTIME),
 );

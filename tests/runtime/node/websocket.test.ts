@@ -17,6 +17,7 @@ import {
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
+  servedSlowReaderClosed,
   servedUpgradeRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -217,4 +218,10 @@ test(
   'serveNode: a session whose first handshake never completes opens a fresh socket',
   BOUND,
   () => servedAfterSilentHandshake(RUNTIME),
+);
+
+test(
+  'serveNode: a peer that stops reading is closed with 1013 once the send buffer passes its limit',
+  BOUND,
+  () => servedSlowReaderClosed(RUNTIME),
 );
