@@ -114,23 +114,56 @@ export class SvcTimeoutError extends SvcError {
 /**
  * A handler failed deliberately and chose what the caller sees. `status` defaults to 500;
  * `retryable` defaults by status (true for 408, 429, 502, 503, 504).
+ *
+ * @throws TypeError when `status` is not an integer from 400 to 599, `reason` is not 1 to 256
+ *   characters of letters, digits and `_.:-`, or `retryable` is not a boolean. Read back, such a
+ *   field would silently become 500 or vanish, so the author learns of it instead: thrown inside
+ *   a handler, the TypeError is an unshaped failure, logged as `svc.ability.handler_failed`.
  */
 export class AbilityHandlerError extends SvcError {
   constructor(
     message: string,
     options: { reason?: string; retryable?: boolean; status?: number } = {},
   ) {
-    const status = validErrorStatus(options.status) ?? 500;
+    const status = handlerErrorStatus(options.status);
     super(message, {
       code: 'handler',
       status,
-      retryable: typeof options.retryable === 'boolean'
-        ? options.retryable
-        : isRetryableStatusByDefault(status),
-      ...(options.reason !== undefined ? { reason: options.reason } : {}),
+      retryable: handlerErrorRetryable(options.retryable, status),
+      ...(options.reason !== undefined ? { reason: handlerErrorReason(options.reason) } : {}),
     });
     this.name = 'AbilityHandlerError';
   }
+}
+
+function handlerErrorStatus(status: unknown): number {
+  if (status === undefined) return 500;
+  const valid = validErrorStatus(status);
+  if (valid === undefined) {
+    throw new TypeError(
+      `AbilityHandlerError: status must be an integer from 400 to 599, got ${String(status)}`,
+    );
+  }
+  return valid;
+}
+
+function handlerErrorReason(reason: unknown): string {
+  const valid = validReason(reason);
+  if (valid === undefined) {
+    throw new TypeError(
+      `AbilityHandlerError: reason must be 1 to ${MAX_REASON_LENGTH} characters of letters, ` +
+        'digits and `_.:-`',
+    );
+  }
+  return valid;
+}
+
+function handlerErrorRetryable(retryable: unknown, status: number): boolean {
+  if (retryable === undefined) return isRetryableStatusByDefault(status);
+  if (typeof retryable !== 'boolean') {
+    throw new TypeError('AbilityHandlerError: retryable must be a boolean');
+  }
+  return retryable;
 }
 
 /** Anything else: an unshaped handler failure, a broken schema, a bug. Status 500. */

@@ -118,7 +118,41 @@ test('AbilityHandlerError takes an explicit retryable over the status default', 
     status: 409,
     retryable: true,
   });
-  assert.equal(new AbilityHandlerError('x', { status: 200 }).status, 500, 'invalid status ignored');
+});
+
+test('AbilityHandlerError refuses a status, reason or retryable that could not be read back', () => {
+  for (const status of [200, 399, 600, 429.5, Number.NaN, '429']) {
+    assert.throws(
+      () => new AbilityHandlerError('x', { status } as { status: number }),
+      (error: unknown) =>
+        error instanceof TypeError && /status must be an integer/.test(error.message),
+      `status ${String(status)}`,
+    );
+  }
+  for (const reason of ['quota exceeded', '', 'x'.repeat(257), 'naïve', 42]) {
+    assert.throws(
+      () => new AbilityHandlerError('x', { reason } as { reason: string }),
+      (error: unknown) => error instanceof TypeError && /reason must be/.test(error.message),
+      `reason ${String(reason).slice(0, 20)}`,
+    );
+  }
+  for (const retryable of ['yes', 1, null]) {
+    assert.throws(
+      () => new AbilityHandlerError('x', { retryable } as { retryable: boolean }),
+      (error: unknown) =>
+        error instanceof TypeError && /retryable must be a boolean/.test(error.message),
+    );
+  }
+  const longest = new AbilityHandlerError('x', {
+    status: 599,
+    reason: 'a.b:c-d_' + 'e'.repeat(248),
+  });
+  assert.deepEqual(svcErrorInfo(longest), {
+    code: 'handler',
+    status: 599,
+    retryable: false,
+    reason: 'a.b:c-d_' + 'e'.repeat(248),
+  });
 });
 
 test('svcErrorInfo reads local and received errors alike', () => {
