@@ -55,6 +55,19 @@ export interface RequestIdAndProblemJsonOptions {
 }
 
 /**
+ * Echoes the request id on the response. A runtime's own WebSocket `101` (Deno's, a Workers
+ * pair's) takes headers too; one whose headers are immutable keeps the id in its query alone,
+ * where the caller sent it, rather than fail the upgrade.
+ */
+function setResponseRequestId(response: Response, requestId: string): void {
+  try {
+    response.headers.set(SVC_REQUEST_ID_HEADER, requestId);
+  } catch (error) {
+    if (response.status !== 101) throw error;
+  }
+}
+
+/**
  * Installs on `app`, before its routes: a middleware that sets the request id (read it with
  * {@link contextRequestId}), turns a throw below it into problem+json and echoes the id in
  * `X-Request-Id`; an `onError` doing the same for what escapes it; and a problem+json 404. An
@@ -74,8 +87,7 @@ export function installRequestIdAndProblemJson(
     } catch (error) {
       c.res = answerToThrow(error, requestId);
     }
-    // A 101 response cannot take headers on every runtime; the id travelled in the query.
-    if (c.res.status !== 101) c.res.headers.set(SVC_REQUEST_ID_HEADER, requestId);
+    setResponseRequestId(c.res, requestId);
     options.end?.(c, requestId, startedAt);
   });
 

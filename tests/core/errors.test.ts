@@ -123,7 +123,7 @@ test('AbilityHandlerError takes an explicit retryable over the status default', 
 test('AbilityHandlerError refuses a status, reason or retryable that could not be read back', () => {
   for (const status of [200, 399, 600, 429.5, Number.NaN, '429']) {
     assert.throws(
-      () => new AbilityHandlerError('x', { status } as { status: number }),
+      () => new AbilityHandlerError('x', { status } as unknown as { status: number }),
       (error: unknown) =>
         error instanceof TypeError && /status must be an integer/.test(error.message),
       `status ${String(status)}`,
@@ -131,14 +131,14 @@ test('AbilityHandlerError refuses a status, reason or retryable that could not b
   }
   for (const reason of ['quota exceeded', '', 'x'.repeat(257), 'naïve', 42]) {
     assert.throws(
-      () => new AbilityHandlerError('x', { reason } as { reason: string }),
+      () => new AbilityHandlerError('x', { reason } as unknown as { reason: string }),
       (error: unknown) => error instanceof TypeError && /reason must be/.test(error.message),
       `reason ${String(reason).slice(0, 20)}`,
     );
   }
   for (const retryable of ['yes', 1, null]) {
     assert.throws(
-      () => new AbilityHandlerError('x', { retryable } as { retryable: boolean }),
+      () => new AbilityHandlerError('x', { retryable } as unknown as { retryable: boolean }),
       (error: unknown) =>
         error instanceof TypeError && /retryable must be a boolean/.test(error.message),
     );

@@ -337,3 +337,48 @@ export async function servedForeignTokenRefused(runtime: WebSocketServingRuntime
     await assertForeignTokenRefused(url, key, runtime.createWebSocket);
   });
 }
+
+/**
+ * The real service's `101` at `url` echoes the request id the caller sent, as every other
+ * response does, whoever completes the upgrade: a stand-in answer on Node and Bun, the runtime's
+ * own `101` on Deno and in workerd.
+ */
+export async function assertHandshakeEchoesRequestId(url: string, requestId: string) {
+  const client = connect(Number(new URL(url).port), '127.0.0.1');
+  client.on('error', () => {});
+  let head = '';
+  let bound: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const headRead = new Promise<string>((resolve, reject) => {
+      bound = setTimeout(() => reject(new Error('no handshake answer within 10 s')), 10_000);
+      client.on('data', (data: Uint8Array) => {
+        head += new TextDecoder().decode(data);
+        const end = head.indexOf('\r\n\r\n');
+        if (end >= 0) resolve(head.slice(0, end));
+      });
+    });
+    client.write(
+      `GET /rpc/svc-zod.echo?request_id=${requestId} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+        'Upgrade: websocket\r\nConnection: Upgrade\r\n' +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n' +
+        `X-Request-Id: ${requestId}\r\n\r\n`,
+    );
+    const lines = (await headRead).split('\r\n');
+    assert.match(lines[0], /^HTTP\/1\.1 101 /);
+    const echoed = lines.find((line) => /^x-request-id:/i.test(line));
+    assert.equal(echoed?.replace(/^x-request-id:\s*/i, ''), requestId);
+  } finally {
+    clearTimeout(bound);
+    client.destroy();
+  }
+}
+
+/** {@link assertHandshakeEchoesRequestId} for the real services served by `runtime`. */
+export async function servedHandshakeEchoesRequestId(
+  runtime: WebSocketServingRuntime,
+): Promise<void> {
+  const key = await runtimeSigningKey();
+  await withServed(runtime, runtimeServices(key.jwks), async (url) => {
+    await assertHandshakeEchoesRequestId(url, `${runtime.requestId}-handshake`);
+  });
+}

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { serveDeno } from '../../../src/adapters/deno.ts';
 import {
   servedForeignTokenRefused,
+  servedHandshakeEchoesRequestId,
   servedServicesOverWebSocket,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -22,4 +23,10 @@ test(
   'serveDeno: a token for another service is refused over the real socket',
   BOUND,
   () => servedForeignTokenRefused(RUNTIME),
+);
+
+test(
+  "serveDeno: the real service's 101 echoes the caller's X-Request-Id",
+  BOUND,
+  () => servedHandshakeEchoesRequestId(RUNTIME),
 );

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { nodeWebSocketFactory, serveNode } from '../../../src/adapters/node.ts';
 import {
   servedForeignTokenRefused,
+  servedHandshakeEchoesRequestId,
   servedServicesOverWebSocket,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -26,4 +27,10 @@ test(
   'serveNode: a token for another service is refused over the real socket',
   BOUND,
   () => servedForeignTokenRefused(RUNTIME),
+);
+
+test(
+  "serveNode: the real service's 101 echoes the caller's X-Request-Id",
+  BOUND,
+  () => servedHandshakeEchoesRequestId(RUNTIME),
 );

@@ -8,6 +8,7 @@ import { runtimeSigningKey } from '../service-websocket-fixture.ts';
 import {
   assertBothServicesOverWebSocket,
   assertForeignTokenRefused,
+  assertHandshakeEchoesRequestId,
 } from '../websocket-scenarios.ts';
 import { withWorker } from './miniflare-worker.ts';
 
@@ -24,6 +25,7 @@ test(
       await assertBothServicesOverWebSocket(url.origin, key, factory);
       // A token for another service is refused by the service in the Worker.
       await assertForeignTokenRefused(url.origin, key, factory);
+      await assertHandshakeEchoesRequestId(url.origin, 'req-workerd-handshake');
     });
   },
 );
