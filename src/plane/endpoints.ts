@@ -10,8 +10,9 @@
  * @module
  */
 import { SvcConfigurationError } from '../core/errors.ts';
+import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
-import { scopeNameProblem } from '../service/identifiers.ts';
+import { rpcPathProblem, scopeNameProblem } from '../service/identifiers.ts';
 import { SERVICE_DISCOVERY_PATH } from '../service/service.ts';
 import {
   cloudflareServiceBindingRpc,
@@ -99,8 +100,8 @@ const MAX_CALLER_ID_LENGTH = 256;
 // deno-lint-ignore no-control-regex
 const FORBIDDEN_CALLER_CHARACTER = /[\s\u0000-\u001f\u007f]/;
 
-/** Origin of routes reached in-process or through a binding; the host is never resolved. */
-const INTERNAL_ORIGIN = 'https://svc.internal';
+/** Base of routes reached in-process or through a binding; the host is never resolved. */
+const internalBase = new URL('https://svc.internal/');
 
 const ENDPOINT_KINDS: ReadonlySet<string> = new Set(['http', 'cloudflare-binding', 'local']);
 
@@ -213,41 +214,47 @@ function validateWebSocketFactory(
 }
 
 function validateBaseUrl(value: unknown, label: string): URL {
-  let url: URL;
-  try {
-    if (typeof value !== 'string' && !(value instanceof URL)) throw new TypeError('not a URL');
-    url = new URL(value);
-  } catch {
-    return refuse(label, 'url', 'must be an absolute http: or https: URL');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    refuse(label, 'url', `must use http: or https: (got ${url.protocol})`);
-  }
-  // Credentials in a URL end up in logs and error messages; a query or fragment cannot be
-  // combined with route paths unambiguously.
-  if (url.username !== '' || url.password !== '') {
-    refuse(label, 'url', 'must not carry credentials');
-  }
+  const url = parseConfiguredUrl(value);
+  if (url === undefined) return refuse(label, 'url', 'must be an absolute http: or https: URL');
+  const problem = httpBaseUrlProblem(url);
+  if (problem !== undefined) refuse(label, 'url', problem);
+  // A query or fragment cannot be combined with route paths unambiguously.
   if (url.search !== '' || url.hash !== '') {
     refuse(label, 'url', 'must not carry a query or fragment');
   }
   return url;
 }
 
-function checkRpcPath(rpcPath: unknown, endpointId: string): string {
-  if (typeof rpcPath !== 'string' || !rpcPath.startsWith('/') || rpcPath.startsWith('//')) {
-    throw new SvcConfigurationError(
-      `Service "${endpointId}": an RPC path must be an absolute path starting with a single /`,
-      { reason: 'invalid_rpc_path' },
-    );
-  }
-  return rpcPath;
+function invalidRpcPath(endpointId: string, problem: string): never {
+  throw new SvcConfigurationError(`Service "${endpointId}": the RPC path ${problem}`, {
+    reason: 'invalid_rpc_path',
+  });
 }
 
 /** A route below a base URL's path: `https://h/base` + `/rpc/x` → `https://h/base/rpc/x`. */
 function routeBelow(base: URL, path: string): URL {
   const url = new URL(base);
-  url.pathname = `${base.pathname.replace(/\/+$/, '')}${path}`;
+  url.pathname = `${basePath(base)}${path}`;
+  return url;
+}
+
+/** A base URL's path without its trailing slashes (`''` for the origin itself). */
+function basePath(base: URL): string {
+  return base.pathname.replace(/\/+$/, '');
+}
+
+/**
+ * The URL of an ability route below `base`. The path gets the same check as a discovery
+ * document's, and the built URL is checked again: a token is sent there, so it must stay on the
+ * base origin and below the base path even if some path slipped past the first check.
+ */
+function rpcRouteUrl(base: URL, rpcPath: unknown, endpointId: string): URL {
+  const problem = rpcPathProblem(rpcPath);
+  if (problem !== undefined) invalidRpcPath(endpointId, problem);
+  const url = routeBelow(base, rpcPath as string);
+  if (url.origin !== base.origin || !url.pathname.startsWith(`${basePath(base)}/`)) {
+    invalidRpcPath(endpointId, `${JSON.stringify(rpcPath)} leaves the service base URL`);
+  }
   return url;
 }
 
@@ -259,6 +266,11 @@ function discoveryRequest(url: URL, init: { signal: AbortSignal; requestId?: str
   if (requestId !== undefined) headers.set(SVC_REQUEST_ID_HEADER, requestId);
   // A redirect would let the answer come from somewhere the configuration never named.
   return new Request(url, { method: 'GET', headers, signal: init.signal, redirect: 'manual' });
+}
+
+/** Whether `websocketRpc` can dial without a factory (Node 20 has no global `WebSocket`). */
+function hasGlobalWebSocket(): boolean {
+  return typeof (globalThis as { WebSocket?: unknown }).WebSocket === 'function';
 }
 
 function unknownRpcKind(endpointId: string, kind: unknown): never {
@@ -278,7 +290,8 @@ function noWebSocketRoute(endpointId: string, how: string): never {
 /**
  * A service reached over HTTP(S) at `url`. Discovery is `GET <url>/.well-known/svc/service.json`
  * (redirects are not followed); HTTP-batch posts to `<url><rpcPath>`; WebSocket connects to the
- * same route with `ws:`/`wss:`, through `createWebSocket` when given.
+ * same route with `ws:`/`wss:`, through `createWebSocket` when given, else the global
+ * `WebSocket` (without either, the endpoint has no WebSocket route).
  */
 export function httpService(options: HttpServiceOptions): ServiceEndpoint {
   const label = 'httpService';
@@ -300,11 +313,14 @@ export function httpService(options: HttpServiceOptions): ServiceEndpoint {
     fetchDiscovery: (init: { signal: AbortSignal; requestId?: string }) =>
       send(discoveryRequest(discoveryUrl, init)),
     rpcTransport(rpcPath: string, kind: EndpointRpcKind): RpcTransportFactory {
-      const url = routeBelow(base, checkRpcPath(rpcPath, id));
+      const url = rpcRouteUrl(base, rpcPath, id);
       if (kind === 'http-batch') {
         return customFetch === undefined ? httpBatchRpc(url) : httpBatchRpc(customFetch, { url });
       }
       if (kind === 'websocket') {
+        if (createWebSocket === undefined && !hasGlobalWebSocket()) {
+          noWebSocketRoute(id, 'this runtime has no global WebSocket: pass createWebSocket');
+        }
         return websocketRpc(url, createWebSocket !== undefined ? { createWebSocket } : {});
       }
       return unknownRpcKind(id, kind);
@@ -329,7 +345,7 @@ export function cloudflareServiceBinding(
   }
   const grants = validateGrants(record.grants, label);
   const createWebSocket = validateWebSocketFactory(record.createWebSocket, label);
-  const discoveryUrl = new URL(SERVICE_DISCOVERY_PATH, INTERNAL_ORIGIN);
+  const discoveryUrl = routeBelow(internalBase, SERVICE_DISCOVERY_PATH);
   return built({
     id,
     grants,
@@ -338,7 +354,7 @@ export function cloudflareServiceBinding(
     fetchDiscovery: (init: { signal: AbortSignal; requestId?: string }) =>
       binding.fetch(discoveryRequest(discoveryUrl, init)),
     rpcTransport(rpcPath: string, kind: EndpointRpcKind): RpcTransportFactory {
-      const url = new URL(checkRpcPath(rpcPath, id), INTERNAL_ORIGIN);
+      const url = rpcRouteUrl(internalBase, rpcPath, id);
       if (kind === 'http-batch') return cloudflareServiceBindingRpc(binding, { url });
       if (kind === 'websocket') {
         if (createWebSocket === undefined) {
@@ -365,7 +381,7 @@ export function localService(options: LocalServiceOptions): ServiceEndpoint {
     refuse(label, 'service', 'must be a service with a fetch method (createService)');
   }
   const grants = validateGrants(record.grants, label);
-  const discoveryUrl = new URL(SERVICE_DISCOVERY_PATH, INTERNAL_ORIGIN);
+  const discoveryUrl = routeBelow(internalBase, SERVICE_DISCOVERY_PATH);
   const send: RpcFetch = (request) => service.fetch(request);
   return built({
     id,
@@ -374,7 +390,7 @@ export function localService(options: LocalServiceOptions): ServiceEndpoint {
     fetchDiscovery: (init: { signal: AbortSignal; requestId?: string }) =>
       send(discoveryRequest(discoveryUrl, init)),
     rpcTransport(rpcPath: string, kind: EndpointRpcKind): RpcTransportFactory {
-      const url = new URL(checkRpcPath(rpcPath, id), INTERNAL_ORIGIN);
+      const url = rpcRouteUrl(internalBase, rpcPath, id);
       if (kind === 'http-batch') return httpBatchRpc(send, { url });
       if (kind === 'websocket') {
         noWebSocketRoute(id, 'an in-process service is reached over HTTP-batch only');

@@ -4,8 +4,9 @@
  * It reuses the plane's catalog, grants and signing material: `caller.kind = 'user'` mints a
  * delegated token (plane-class, acting service = the plane), `kind = 'service'` a service-class
  * token for that service, no caller a plane-class token under the plane's id. A target whose
- * discovery document advertises ingress gets a brokered token automatically. It is not an
- * authentication boundary: the application authenticates the principal first.
+ * discovery document advertises ingress gets a brokered token automatically. Calls travel over
+ * HTTP-batch when the ability offers it, else over WebSocket when the endpoint can dial one. It
+ * is not an authentication boundary: the application authenticates the principal first.
  *
  * @module
  */
@@ -15,6 +16,7 @@ import type { DelegatedSubject } from '../core/identity.ts';
 import { isPrincipalKindTooLong, MAX_PRINCIPAL_KIND_LENGTH } from '../core/token-claims.ts';
 import { applyTimeoutPolicy, type TimeoutPolicy } from '../core/deadline.ts';
 import { type AbilitySession, abilitySession } from '../service/ability-session.ts';
+import type { AbilityDiscoveryEntry } from '../service/discovery.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
@@ -22,6 +24,7 @@ import type {
   RpcTransportFactory,
 } from '../service/transports/outbound-metadata.ts';
 import type { Catalog, ResolvedTarget } from './catalog.ts';
+import type { EndpointRpcKind, ServiceEndpoint } from './endpoints.ts';
 import type { createIssuer } from './issuer.ts';
 
 /** The broker caller: who the plane is acting for (set by invocation middleware or app code). */
@@ -125,17 +128,79 @@ export function checkCatalogAccess(
   }
 }
 
+function noUsableTransport(
+  ability: AbilityDiscoveryEntry,
+  endpoint: ServiceEndpoint,
+  why: string,
+): never {
+  throw new SvcConfigurationError(
+    `abilitySession: ${ability.id} is served over ${ability.rpc.transports.join(', ')}, and ` +
+      `the plane cannot reach it that way through service "${endpoint.id}": ${why}`,
+    { reason: 'rpc_transport_unavailable' },
+  );
+}
+
+/**
+ * The transport kind an in-process session uses, from what the ability offers: HTTP-batch when
+ * offered (nothing stays open between calls), else WebSocket. A session keeps its first choice
+ * (`kept`): the ability session treats batches and a long-lived session differently, so the
+ * kind must not change under an open session.
+ */
+function selectRpcKind(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  kept: EndpointRpcKind | undefined,
+): EndpointRpcKind {
+  if (kept !== undefined) return kept;
+  const offered = ability.rpc.transports;
+  if (offered.includes('http-batch')) return 'http-batch';
+  if (offered.includes('websocket')) return 'websocket';
+  return noUsableTransport(ability, endpoint, 'the plane opens http-batch and websocket only');
+}
+
+/** The endpoint's transport of `kind` to the ability's route; a missing WebSocket route refused. */
+function openableTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  kind: EndpointRpcKind,
+): RpcTransportFactory {
+  try {
+    return endpoint.rpcTransport(ability.rpc.path, kind);
+  } catch (error) {
+    // The endpoint's own refusal says why; this one also says which ability cannot be reached.
+    if (error instanceof SvcConfigurationError && error.reason === 'websocket_unavailable') {
+      noUsableTransport(ability, endpoint, error.message);
+    }
+    throw error;
+  }
+}
+
 /**
  * A transport that is chosen once the target is resolved (during token issuance, which the
- * session always runs before it opens anything).
+ * session always runs before it opens anything). Its `kind` is the chosen transport's, read by
+ * the ability session only after the first token request.
+ *
+ * `budgetIsPolicyDefault`: the per-call budget came from the plane's `timeout.defaultMs`, not
+ * from the caller. A long-lived session sends its budget once, at open, and the service bounds
+ * the whole session by it, so a default is kept off the wire there (as the service itself
+ * applies a default to per-call transports only); each call is still bounded locally.
  */
-function deferredTransport(resolve: () => RpcTransportFactory | undefined): RpcTransportFactory {
+function deferredTransport(
+  resolve: () => RpcTransportFactory | undefined,
+  budgetIsPolicyDefault: boolean,
+): RpcTransportFactory {
   return {
-    kind: 'http-batch',
+    get kind() {
+      return resolve()?.kind ?? 'http-batch';
+    },
     open(meta: OutboundRpcMetadata, target?: RpcOpenTarget): OpenedRpcSession {
       const transport = resolve();
       if (transport === undefined) {
         throw new SvcConfigurationError('abilitySession: the target was not resolved before open');
+      }
+      if (budgetIsPolicyDefault && transport.kind !== 'http-batch') {
+        const { timeoutMs: _default, ...rest } = meta;
+        return transport.open(rest, target);
       }
       return transport.open(meta, target);
     },
@@ -169,21 +234,27 @@ export function createInProcessSessions(deps: SessionDependencies) {
         : validateBrokerCaller(options.caller, 'abilitySession');
       const shape = tokenShapeForCaller(caller, deps.planeServiceId);
       let transport: RpcTransportFactory | undefined;
+      let kind: EndpointRpcKind | undefined;
       const requestToken = async () => {
         const target = await deps.catalog.target(targetServiceId, bindings, 'token', {
           ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
         });
         checkCatalogAccess(target, abilityId, shape.callerAccess);
         const ability = target.document.abilities.find((entry) => entry.id === abilityId)!;
+        // Chosen before minting: an ability the plane cannot reach costs no token.
+        const selectedKind = selectRpcKind(target.endpoint, ability, kind);
+        const selected = openableTransport(target.endpoint, ability, selectedKind);
         const issued = await deps.issuer.mintWithTarget(
           { ...shape, targetServiceId, scopes: options.scopes, abilityId, context: bindings },
           target.document.ingress !== undefined,
           target,
         );
-        transport = target.endpoint.rpcTransport(ability.rpc.path, 'http-batch');
+        kind = selectedKind;
+        transport = selected;
         return issued.token;
       };
-      const timeoutMs = applyTimeoutPolicy(budgetOf(options.timeoutMs), deps.timeoutPolicy, {
+      const callerBudget = budgetOf(options.timeoutMs);
+      const timeoutMs = applyTimeoutPolicy(callerBudget, deps.timeoutPolicy, {
         perCallTransport: true,
       });
       return abilitySession<Api>({
@@ -192,7 +263,10 @@ export function createInProcessSessions(deps: SessionDependencies) {
         targetServiceId,
         scopes: options.scopes,
         requestToken,
-        transport: deferredTransport(() => transport),
+        transport: deferredTransport(
+          () => transport,
+          callerBudget === undefined && timeoutMs !== undefined,
+        ),
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
         ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),

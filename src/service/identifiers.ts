@@ -76,13 +76,39 @@ export function scopeNameProblem(scope: unknown): string | undefined {
   return undefined;
 }
 
-/** Why an RPC path is not acceptable, or `undefined` when it is. */
+/** One RPC path segment: RFC 3986 unreserved characters only, so it needs no escaping. */
+const RPC_PATH_SEGMENT = /^[A-Za-z0-9._~-]+$/;
+
+/**
+ * Where a service serves its own routes (discovery); an ability route there would shadow them,
+ * or be shadowed by them.
+ */
+const SERVICE_ROUTES_PREFIX = '/.well-known/svc/';
+
+/**
+ * Why an RPC path is not acceptable, or `undefined` when it is.
+ *
+ * The plane appends a received path to the service's base URL and sends a token there, so the
+ * path must name exactly one route below that base whatever parses it: no `.` or `..` segment
+ * (resolved away by URL parsers), no `%` escape (decoded by some), no `\` (read as `/` by WHATWG
+ * URL parsers), and no empty segment (`//` becomes a host in a relative reference). A trailing
+ * `/` stays accepted, as it always was.
+ */
 export function rpcPathProblem(path: unknown): string | undefined {
   if (typeof path !== 'string' || !path.startsWith('/')) {
     return 'must be a string starting with `/`';
   }
-  if (/[\s?#{}*:]/.test(path) || path.includes('//')) {
-    return 'must be a literal path without whitespace, `?`, `#`, `{`, `}`, `*`, `:` or `//`';
+  const segments = path.slice(1).split('/');
+  if (segments.length > 1 && segments.at(-1) === '') segments.pop();
+  if (!segments.every((segment) => RPC_PATH_SEGMENT.test(segment))) {
+    return 'must be a literal path: non-empty segments of ASCII letters, digits, `-`, `.`, `_` ' +
+      'or `~`, separated by single `/`';
+  }
+  if (segments.some((segment) => segment === '.' || segment === '..')) {
+    return 'must not contain a `.` or `..` segment';
+  }
+  if (`${path}/`.startsWith(SERVICE_ROUTES_PREFIX)) {
+    return `must not be ${SERVICE_ROUTES_PREFIX} or below it (the service's own routes)`;
   }
   return undefined;
 }

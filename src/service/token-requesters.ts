@@ -22,6 +22,7 @@ import {
   type SvcErrorInfo,
   svcErrorInfo,
 } from '../core/errors.ts';
+import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import { generateRequestId } from '../core/request-id.ts';
 import type { HmacSha256Key } from '../core/sha256.ts';
 import type { ProofSigner, TokenRequest, TokenRequester } from './ability-session.ts';
@@ -145,12 +146,15 @@ export function capabilityTokenEndpointUrl(controlPlaneUrl: string | URL): URL {
   return url;
 }
 
+/** The token endpoint of a configured `controlPlaneUrl`, refused as `httpService` refuses a url. */
 function endpointFor(label: string, controlPlaneUrl: unknown): URL {
-  try {
-    return capabilityTokenEndpointUrl(controlPlaneUrl as string | URL);
-  } catch {
-    return refuseConfig(label, '`controlPlaneUrl` must be an absolute URL');
+  const url = parseConfiguredUrl(controlPlaneUrl);
+  if (url === undefined) {
+    return refuseConfig(label, '`controlPlaneUrl` must be an absolute http: or https: URL');
   }
+  const problem = httpBaseUrlProblem(url);
+  if (problem !== undefined) refuseConfig(label, `\`controlPlaneUrl\` ${problem}`);
+  return capabilityTokenEndpointUrl(url);
 }
 
 /** Refuses, before anything is sent, a request that carries a delegated subject. */
@@ -305,17 +309,18 @@ async function postTokenRequest(
   headers: Record<string, string>,
   requestId: string,
 ): Promise<FetchedCapabilityToken> {
+  // Built outside the `try`: a request that cannot be built is a bug or a configuration
+  // mistake, and must not be reported as a retryable outage of the plane.
+  const request = new Request(endpoint, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body,
+    // A redirect would carry the signed request to a place the configuration never named.
+    redirect: 'manual',
+  });
   let response: Response;
   try {
-    response = await fetchToken(
-      new Request(endpoint, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', ...headers },
-        body,
-        // A redirect would carry the signed request to a place the configuration never named.
-        redirect: 'manual',
-      }),
-    );
+    response = await fetchToken(request);
   } catch (cause) {
     throw tokenRequestError(
       'The control plane could not be reached for a capability token',

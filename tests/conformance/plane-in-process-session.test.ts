@@ -3,9 +3,17 @@
 // catalog resolution and issuance, and the disposal rules.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { z } from 'zod';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { createControlPlane } from '../../src/plane/control-plane.ts';
+import { cloudflareServiceBinding, httpService, localService } from '../../src/plane/endpoints.ts';
 import type { InProcessSessionOptions } from '../../src/plane/in-process-session.ts';
+import { defineAbility } from '../../src/service/ability.ts';
+import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { abilityMethod } from '../../src/service/method.ts';
+import { createService } from '../../src/service/service.ts';
+import { testKeys } from '../support/keys.ts';
+import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import {
   assertRefusal,
   createPlaneDeployment,
@@ -214,4 +222,147 @@ test('In-process session: scopes, target and ability are checked against catalog
     await assertRefusal(session.whoami({}), { code: 'capability_auth', status: 403, reason });
   }
   assert.equal(fx.rpcRequests('svc-a').length, 0);
+});
+
+// Transport selection: the ability's `rpc.transports` decides, HTTP-batch first.
+
+const pingMethods = {
+  ping: abilityMethod({
+    input: z.object({}),
+    output: z.object({ ok: z.boolean() }),
+    scopes: ['svc-w.read'],
+  }),
+};
+
+type ServiceFetch = (request: Request, env?: unknown) => Promise<Response>;
+type EndpointKind = 'http' | 'http-without-sockets' | 'binding-without-sockets' | 'local';
+
+/**
+ * A plane with one service `svc-w` whose ability `svc-w.live` is served over `transports`,
+ * reached through an endpoint of `kind` (`http` dials WebSockets in memory). Records the RPC
+ * requests the service receives, the sockets dialled, and how many tokens were minted.
+ */
+async function transportDeployment(
+  transports: ('http-batch' | 'websocket')[],
+  kind: EndpointKind,
+  plane: { timeout?: { defaultMs?: number } } = {},
+) {
+  const keys = await testKeys();
+  const ability = defineAbility({
+    id: 'svc-w.live',
+    rpc: { transports },
+    methods: pingMethods,
+    handler: () => ({ ping: () => ({ ok: true }) }),
+  });
+  const rpcRequests: Request[] = [];
+  // Filled in once the plane's JWKS exists: the service verifies the plane's tokens.
+  const served: { service?: { fetch: ServiceFetch } } = {};
+  const serviceFetch: ServiceFetch = (request, env) => {
+    if (new URL(request.url).pathname.startsWith('/rpc/')) rpcRequests.push(request);
+    return served.service!.fetch(request, env);
+  };
+  const sockets = memoryWebSocketFactory(serviceFetch);
+  const grants = [{ caller: PLANE_ID, scopes: ['svc-w.read'] }];
+  const endpoints = {
+    'http': () =>
+      httpService({
+        id: 'svc-w',
+        url: 'https://svc-w.test',
+        grants,
+        fetch: (request) => serviceFetch(request),
+        createWebSocket: sockets.createWebSocket,
+      }),
+    'http-without-sockets': () =>
+      httpService({ id: 'svc-w', url: 'https://svc-w.test', grants, fetch: serviceFetch }),
+    'binding-without-sockets': () =>
+      cloudflareServiceBinding({ id: 'svc-w', grants, binding: { fetch: serviceFetch } }),
+    'local': () => localService({ id: 'svc-w', grants, service: { fetch: serviceFetch } }),
+  };
+  let mints = 0;
+  const controlPlane = createControlPlane({
+    id: PLANE_ID,
+    signingKeys: () => {
+      mints++;
+      return [keys.k1.entry];
+    },
+    log: false,
+    services: [endpoints[kind]()],
+    ...plane,
+  });
+  served.service = createService({
+    id: 'svc-w',
+    title: 'W',
+    version: '1.0.0',
+    auth: { jwks: { keys: (await controlPlane.jwks()).keys }, issuer: PLANE_ID },
+    abilities: [ability],
+    logger: false,
+  });
+  mints = 0; // the JWKS read above is not a mint
+  const session = (options: { timeoutMs?: number } = {}) =>
+    controlPlane.abilitySession<{ ping(input: object): { ok: boolean } }>({
+      abilityId: 'svc-w.live',
+      targetServiceId: 'svc-w',
+      scopes: ['svc-w.read'],
+      ...options,
+    });
+  return { session, sockets, rpcRequests, mints: () => mints };
+}
+
+test('In-process session transport selection: a WebSocket-only ability is called over one WebSocket', async () => {
+  const fx = await transportDeployment(['websocket'], 'http');
+  const session = fx.session();
+  assert.deepEqual(await session.ping({}), { ok: true });
+  assert.deepEqual(await session.ping({}), { ok: true });
+  assert.equal(fx.sockets.urls.length, 1, 'one long-lived socket carries every call');
+  assert.equal(new URL(fx.sockets.urls[0]).pathname, '/rpc/svc-w.live');
+  assert.equal(fx.rpcRequests.filter((request) => request.method === 'POST').length, 0);
+  disposeAbilitySession(session);
+  assert.equal(fx.sockets.sockets[0].readyState, 3, 'disposal closes the socket');
+  await assertRefusal(session.ping({}), { code: 'internal', reason: 'session_disposed' });
+  assert.equal(fx.sockets.urls.length, 1, 'nothing is dialled after disposal');
+});
+
+test('In-process session transport selection: HTTP-batch is used whenever the ability offers it', async () => {
+  const fx = await transportDeployment(['websocket', 'http-batch'], 'http');
+  using session = fx.session();
+  assert.deepEqual(await session.ping({}), { ok: true });
+  assert.deepEqual(fx.sockets.urls, [], 'no socket dialled');
+  assert.equal(fx.rpcRequests.length, 1);
+  assert.equal(fx.rpcRequests[0].method, 'POST');
+});
+
+test('In-process session transport selection: over WebSocket the plane default budget bounds calls, not the socket', async () => {
+  const defaulted = await transportDeployment(['websocket'], 'http', {
+    timeout: { defaultMs: 3000 },
+  });
+  using session = defaulted.session();
+  assert.deepEqual(await session.ping({}), { ok: true });
+  const url = new URL(defaulted.sockets.urls[0]);
+  assert.equal(url.searchParams.get('timeout'), null, 'the default stays off the socket');
+  const explicit = await transportDeployment(['websocket'], 'http');
+  using bounded = explicit.session({ timeoutMs: 5000 });
+  assert.deepEqual(await bounded.ping({}), { ok: true });
+  const sent = Number(new URL(explicit.sockets.urls[0]).searchParams.get('timeout'));
+  assert.ok(sent > 0 && sent <= 5000, `the caller's own budget is sent (${sent})`);
+});
+
+test('In-process session transport selection: a WebSocket-only ability the endpoint cannot dial is refused before minting', async () => {
+  const kinds: EndpointKind[] = ['local', 'binding-without-sockets'];
+  if (typeof (globalThis as { WebSocket?: unknown }).WebSocket !== 'function') {
+    kinds.push('http-without-sockets');
+  }
+  for (const kind of kinds) {
+    const fx = await transportDeployment(['websocket'], kind);
+    using session = fx.session();
+    const error = await assertRefusal(session.ping({}), {
+      code: 'internal',
+      status: 500,
+      retryable: false,
+      reason: 'rpc_transport_unavailable',
+    });
+    assert.ok(error instanceof SvcConfigurationError, kind);
+    assert.match(error.message, /svc-w\.live is served over websocket/, kind);
+    assert.equal(fx.mints(), 0, `${kind}: no token was minted`);
+    assert.equal(fx.rpcRequests.length, 0, `${kind}: nothing was sent`);
+  }
 });

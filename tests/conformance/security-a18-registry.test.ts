@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { cloudflareServiceBinding, httpService } from '../../src/plane/endpoints.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { createService } from '../../src/service/service.ts';
@@ -15,6 +16,7 @@ import {
   fakeService,
   hmacTokenRequest,
   ISS,
+  PLANE_ID,
   type PlaneDeployment,
   tokenBody,
 } from './plane-fixture.ts';
@@ -126,6 +128,110 @@ test('REG-04 a streaming method offered over HTTP-batch only refuses the service
       }),
     (error: unknown) => error instanceof SvcConfigurationError && /stream/i.test(error.message),
   );
+});
+
+/** Grants for the fake: the HMAC caller and the plane's own in-process sessions. */
+const FAKE_GRANTS = [
+  { caller: 'svc-caller', scopes: [`${FAKE}.read`] },
+  { caller: PLANE_ID, scopes: [`${FAKE}.read`] },
+];
+
+/** The fake's document with its whoami ability served at `rpcPath` over `transports`. */
+async function documentWithRpc(rpcPath: string, transports = ['http-batch', 'websocket']) {
+  const document = structuredClone(await discoveryDocumentOf(FAKE)) as {
+    abilities: { rpc: { path: string; transports: string[] } }[];
+  };
+  document.abilities[0].rpc = { path: rpcPath, transports };
+  return document;
+}
+
+/**
+ * The fake behind a gateway it shares with another service (`/svc-fake/` and `/svc-a/` on one
+ * host), answering discovery with `document` and recording every other request it is sent.
+ */
+function fakeBehindSharedGateway(document: unknown) {
+  const sent: string[] = [];
+  const endpoint = httpService({
+    id: FAKE,
+    url: `https://gw.example/${FAKE}/`,
+    grants: FAKE_GRANTS,
+    fetch: (request) => {
+      if (new URL(request.url).pathname === `/${FAKE}/.well-known/svc/service.json`) {
+        return Promise.resolve(Response.json(document));
+      }
+      sent.push(request.url);
+      return Promise.resolve(new Response('', { status: 503 }));
+    },
+  });
+  return { endpoint, sent };
+}
+
+test('REG-06 an rpc.path leaving the service rejects the document: no token, nothing sent', async () => {
+  const hostile = [
+    '/../svc-a/rpc/svc-a.echo',
+    '/%2e%2e/svc-a/rpc/svc-a.echo',
+    '/\\evil.example/rpc/svc-fake.echo',
+    '/.well-known/svc/service.json',
+  ];
+  for (const rpcPath of hostile) {
+    const fake = fakeBehindSharedGateway(await documentWithRpc(rpcPath));
+    const fx = await createPlaneDeployment({ extraServices: [fake.endpoint] });
+    const response = await fx.send(await hmacTokenRequest(fakeRequest));
+    assert.equal(response.status, 403, rpcPath);
+    assert.equal(response.body.reason, 'unknown_target', rpcPath);
+    assert.equal(response.body.token, undefined, rpcPath);
+    using session = fx.plane.abilitySession({
+      abilityId: `${FAKE}.echo`,
+      targetServiceId: FAKE,
+      scopes: [`${FAKE}.read`],
+    });
+    await assertRefusal(session.whoami({}), {
+      code: 'capability_auth',
+      status: 403,
+      reason: 'unknown_target',
+    });
+    assert.deepEqual(fake.sent, [], `${rpcPath}: no batch left for any path`);
+    const [event] = fx.eventsNamed('svc.catalog.target_failed');
+    assert.match(String(event.detail), /rpc\.path/, rpcPath);
+    await assertOthersUnaffected(fx);
+  }
+  // Control: the same gateway with a path below the fake's prefix is reached there.
+  const fake = fakeBehindSharedGateway(await documentWithRpc(`/rpc/${FAKE}.echo`));
+  const fx = await createPlaneDeployment({ extraServices: [fake.endpoint] });
+  using session = fx.plane.abilitySession({
+    abilityId: `${FAKE}.echo`,
+    targetServiceId: FAKE,
+    scopes: [`${FAKE}.read`],
+  });
+  await session.whoami({}).catch(() => {});
+  assert.deepEqual(fake.sent, [`https://gw.example/${FAKE}/rpc/${FAKE}.echo`]);
+});
+
+test('REG-06 (WebSocket leg) a backslash rpc.path on a binding never makes the WebSocket leg dial another host', async () => {
+  const dialled: string[] = [];
+  const rpcPath = '/\\evil.example/rpc/svc-fake.echo';
+  const document = await documentWithRpc(rpcPath, ['websocket']);
+  const endpoint = cloudflareServiceBinding({
+    id: FAKE,
+    grants: FAKE_GRANTS,
+    binding: { fetch: () => Promise.resolve(Response.json(document)) },
+    createWebSocket: (url) => {
+      dialled.push(url);
+      throw new Error('never dialled');
+    },
+  });
+  const fx = await createPlaneDeployment({ extraServices: [endpoint] });
+  using session = fx.plane.abilitySession({
+    abilityId: `${FAKE}.echo`,
+    targetServiceId: FAKE,
+    scopes: [`${FAKE}.read`],
+  });
+  await assertRefusal(session.whoami({}), {
+    code: 'capability_auth',
+    status: 403,
+    reason: 'unknown_target',
+  });
+  assert.deepEqual(dialled, []);
 });
 
 test('REG-05 catalogs are byte-identical for every caller', {

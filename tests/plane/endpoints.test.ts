@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
 import {
   cloudflareServiceBinding,
+  type EndpointRpcKind,
   httpService,
   localService,
   type ServiceEndpoint,
@@ -102,23 +103,117 @@ test('httpService WebSocket dials ws(s) on the same route through createWebSocke
   assert.equal(url.searchParams.get('request_id'), 'req-w');
 });
 
-test('rpcTransport refuses RPC paths that could leave the service and unknown kinds', () => {
+test('httpService without createWebSocket has a WebSocket route only where a global WebSocket exists', () => {
+  const endpoint = httpService({ id: 'svc-a', url: 'https://a.example', grants });
+  if (typeof (globalThis as { WebSocket?: unknown }).WebSocket === 'function') {
+    assert.equal(endpoint.rpcTransport('/rpc/svc-a.main', 'websocket').kind, 'websocket');
+    return;
+  }
+  // Node 20: refused when the transport is asked for, not later when a session opens it.
+  assert.throws(
+    () => endpoint.rpcTransport('/rpc/svc-a.main', 'websocket'),
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && error.reason === 'websocket_unavailable',
+  );
+});
+
+/** RPC paths that would leave the service's base path or origin, or shadow its own routes. */
+const ESCAPING_RPC_PATHS = [
+  'rpc/x',
+  '//evil.example/rpc',
+  '/rpc//x',
+  '',
+  '/',
+  '/../svc-b/rpc/x',
+  '/rpc/../../svc-b/x',
+  '/./rpc/x',
+  '/rpc/x/..',
+  '/%2e%2e/svc-b/rpc/x',
+  '/rpc/%2Fx',
+  '/\\evil.example/rpc/x',
+  '/rpc\\..\\x',
+  '/.well-known/svc/service.json',
+  '/.well-known/svc',
+  42,
+];
+
+function refusesRpcPath(endpoint: ServiceEndpoint, path: unknown, kind: EndpointRpcKind): void {
+  assert.throws(
+    () => endpoint.rpcTransport(path as string, kind),
+    (error: unknown) => {
+      assert.ok(error instanceof SvcConfigurationError, `${JSON.stringify(path)}: ${error}`);
+      assert.equal(error.reason, 'invalid_rpc_path', JSON.stringify(path));
+      return true;
+    },
+  );
+}
+
+test('rpcTransport refuses RPC paths that could leave the service, on every endpoint kind', () => {
+  const seen = capture();
+  const dialled: string[] = [];
+  const createWebSocket = (url: string): WebSocket => {
+    dialled.push(url);
+    throw new Error('never dialled');
+  };
+  const endpoints = [
+    httpService({ id: 'svc-a', url: 'https://gw.example/svc-a/', grants, fetch: seen.fetch }),
+    httpService({ id: 'svc-a', url: 'https://a.example', grants, createWebSocket }),
+    cloudflareServiceBinding({ id: 'svc-a', binding: seen, grants, createWebSocket }),
+    localService({ id: 'svc-a', service: seen, grants }),
+  ];
+  for (const endpoint of endpoints) {
+    for (const path of ESCAPING_RPC_PATHS) {
+      refusesRpcPath(endpoint, path, 'http-batch');
+      if (endpoint.kind !== 'local') refusesRpcPath(endpoint, path, 'websocket');
+    }
+  }
+  assert.equal(seen.requests.length, 0, 'nothing was sent');
+  assert.deepEqual(dialled, [], 'nothing was dialled');
+});
+
+test('a binding endpoint dials its WebSocket leg on the internal origin, below the route', () => {
+  const dialled: string[] = [];
+  const endpoint = cloudflareServiceBinding({
+    id: 'svc-a',
+    binding: capture(),
+    grants,
+    createWebSocket: (url) => {
+      dialled.push(url);
+      throw new Error('no socket in this test');
+    },
+  });
+  const transport = endpoint.rpcTransport('/rpc/svc-a.main', 'websocket');
+  assert.throws(() => transport.open({}), /no socket in this test/);
+  const url = new URL(dialled[0]);
+  assert.equal(url.origin, 'wss://svc.internal');
+  assert.equal(url.pathname, '/rpc/svc-a.main');
+});
+
+test('rpcTransport accepts literal paths below the base, a trailing slash included', async () => {
+  const seen = capture(() => new Response('', { status: 500 }));
+  const endpoint = httpService({
+    id: 'svc-a',
+    url: 'https://gw.example/svc-a/',
+    grants,
+    fetch: seen.fetch,
+  });
+  for (const path of ['/rpc/svc-a.main', '/v1/rpc_x/', '/a-b/c~d/.well-known/svc']) {
+    await sendOneBatch(endpoint, path);
+    assert.equal(seen.requests.at(-1)!.url, `https://gw.example/svc-a${path}`);
+  }
+});
+
+test('rpcTransport refuses unknown transport kinds', () => {
   const endpoint = httpService({
     id: 'svc-a',
     url: 'https://a.example',
     grants,
     fetch: capture().fetch,
   });
-  for (const path of ['rpc/x', '//evil.example/rpc', '', 42]) {
-    assert.throws(
-      () => endpoint.rpcTransport(path as string, 'http-batch'),
-      SvcConfigurationError,
-      String(path),
-    );
-  }
   assert.throws(
     () => endpoint.rpcTransport('/rpc/x', 'smoke' as 'http-batch'),
-    SvcConfigurationError,
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && error.reason === 'invalid_rpc_transport',
   );
 });
 

@@ -8,6 +8,7 @@ import {
   assertUniqueProjections,
   defineAbility,
 } from '../../src/service/ability.ts';
+import { rpcPathProblem } from '../../src/service/identifiers.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 
 // workerd permits code generation only at startup, where arktype compiles its validators, so
@@ -167,6 +168,37 @@ test('REG-04 a streaming method needs websocket or cloudflare-binding-rpc', () =
       transports,
     );
   }
+});
+
+test('rpc.path: literal segments of letters, digits and -._~ below the service, nothing else', () => {
+  for (const path of ['/rpc/svc-a.echo', '/rpc/svc_a.x-y', '/custom/plain', '/v1/~x/', '/a.b']) {
+    assert.equal(rpcPathProblem(path), undefined, path);
+  }
+  const refused: [unknown, RegExp][] = [
+    ['rpc/x', /starting with `\/`/],
+    [undefined, /starting with `\/`/],
+    ['/', /literal path/],
+    ['/rpc//x', /literal path/],
+    ['//evil.example/rpc', /literal path/],
+    ['/rpc/:id', /literal path/],
+    ['/rpc/x?y', /literal path/],
+    ['/rpc/%2e%2e', /literal path/],
+    ['/\\evil.example/rpc', /literal path/],
+    ['/rpc/x y', /literal path/],
+    ['/rpc/é', /literal path/],
+    ['/../svc-b/rpc/x', /`\.` or `\.\.` segment/],
+    ['/rpc/./x', /`\.` or `\.\.` segment/],
+    ['/rpc/x/..', /`\.` or `\.\.` segment/],
+    ['/.well-known/svc/service.json', /\/\.well-known\/svc\//],
+    ['/.well-known/svc', /\/\.well-known\/svc\//],
+  ];
+  for (const [path, problem] of refused) {
+    assert.match(rpcPathProblem(path) ?? 'accepted', problem, String(path));
+  }
+  refuses(
+    { id: 'svc-a.x', methods: { ping }, rpc: { path: '/../svc-b/rpc/x' } },
+    /rpc\.path must not contain a `\.` or `\.\.` segment/,
+  );
 });
 
 test('rpc.path and rpc.transports are checked', () => {

@@ -313,6 +313,23 @@ test('malformed documents are refused with discovery_malformed', () => {
   }
 });
 
+test('an rpc.path that could leave the service or shadow its routes refuses the document', () => {
+  const hostile = [
+    '/../svc-b/rpc/svc-a.echo',
+    '/rpc/./svc-a.echo',
+    '/%2e%2e/svc-b/rpc/x',
+    '/\\evil.example/rpc/svc-a.echo',
+    '/rpc//svc-a.echo',
+    '/.well-known/svc/service.json',
+    '/.well-known/svc/',
+  ];
+  for (const path of hostile) {
+    const document = receivedDocument();
+    document.abilities[0].rpc.path = path;
+    refusesDocument(document, 'discovery_malformed', /ability svc-a\.echo rpc\.path/);
+  }
+});
+
 test('prototype-named keys from JSON.parse are refused, never merged', () => {
   const text = JSON.stringify(fixtureDocument()).replace('"whoami":', '"__proto__":');
   refusesDocument(JSON.parse(text), 'discovery_malformed', /__proto__/);

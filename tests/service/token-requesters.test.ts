@@ -483,6 +483,58 @@ test('the RPC requester rebuilds received taxonomy errors and passes others thro
   await assert.rejects(broken(REQUEST), (error: unknown) => error === other);
 });
 
+test('controlPlaneUrl is refused at construction, as httpService refuses its url, before anything is sent', async () => {
+  const fixture = await endpointFixture();
+  let sent = 0;
+  const fetchToken = () => {
+    sent++;
+    return Promise.resolve(new Response('{}'));
+  };
+  const build = {
+    hmac: (controlPlaneUrl: unknown) =>
+      controlPlaneHmacTokenRequester({
+        clientId: 'hc1',
+        clientSecret: 'x'.repeat(32),
+        controlPlaneUrl: controlPlaneUrl as string,
+        fetch: fetchToken,
+      }),
+    jwk: (controlPlaneUrl: unknown) =>
+      controlPlaneJwkTokenRequester({
+        clientId: 'jc1',
+        keyId: 'jk1',
+        privateJwk: fixture.keys.jk1.privateJwk,
+        controlPlaneUrl: controlPlaneUrl as string,
+        fetch: fetchToken,
+      }),
+  };
+  const refused: [unknown, RegExp][] = [
+    ['https://user:secret@plane.test/', /must not carry credentials/],
+    ['https://user@plane.test/', /must not carry credentials/],
+    [new URL('https://:secret@plane.test/'), /must not carry credentials/],
+    ['ftp://plane.test/', /must use http: or https: \(got ftp:\)/],
+    ['javascript:alert(1)', /must use http: or https:/],
+    ['data:,x', /must use http: or https:/],
+    ['plane.test', /must be an absolute http: or https: URL/],
+    [42, /must be an absolute http: or https: URL/],
+  ];
+  for (const [kind, requester] of Object.entries(build)) {
+    for (const [url, problem] of refused) {
+      assert.throws(
+        () => requester(url),
+        (error: unknown) => {
+          assert.ok(error instanceof SvcConfigurationError, `${kind} ${url}: ${error}`);
+          assert.equal(error.reason, 'invalid_token_requester');
+          assert.match(error.message, /`controlPlaneUrl`/);
+          assert.match(error.message, problem, `${kind} ${url}`);
+          return true;
+        },
+      );
+    }
+    assert.equal(typeof requester('http://plane.test/'), 'function', `${kind}: http accepted`);
+  }
+  assert.equal(sent, 0, 'nothing was sent');
+});
+
 test('requesters refuse bad options at construction', async () => {
   const fixture = await endpointFixture();
   const hmac = { clientId: 'hc1', clientSecret: 's', controlPlaneUrl: ISSUER };
