@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import {
   type CapabilityKeySet,
   type CapabilityPublicJwk,
@@ -210,14 +211,13 @@ function cachedRemoteKeySet(
  */
 export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {}): CapabilityKeySet {
   const label = 'jwksFromUrl';
-  let target: URL;
-  try {
-    target = new URL(url);
-  } catch {
-    throw new SvcConfigurationError(`${label}: ${JSON.stringify(String(url))} is not a URL`);
+  const target = parseConfiguredUrl(url);
+  if (target === undefined) {
+    throw new SvcConfigurationError(`${label}: the JWKS URL must be an absolute http(s) URL`);
   }
-  if (target.protocol !== 'https:' && target.protocol !== 'http:') {
-    throw new SvcConfigurationError(`${label}: the JWKS URL must be http(s)`);
+  const problem = httpBaseUrlProblem(target);
+  if (problem !== undefined) {
+    throw new SvcConfigurationError(`${label}: the JWKS URL ${problem}`);
   }
   const fetchImpl = options.fetch ?? globalThis.fetch;
   if (typeof fetchImpl !== 'function') {

@@ -233,6 +233,13 @@ test('remote sources refuse bad configuration', () => {
   const fetchImpl = fakeFetch(() => new Response()).fetch;
   assert.throws(() => jwksFromUrl('not a url', { fetch: fetchImpl }), SvcConfigurationError);
   assert.throws(() => jwksFromUrl('file:///etc/jwks', { fetch: fetchImpl }), SvcConfigurationError);
+  // Credentials in the URL would end up in logs, and `fetch` refuses them on every refresh.
+  assert.throws(
+    () => jwksFromUrl('https://user:secret@plane.test/jwks.json', { fetch: fetchImpl }),
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && /must not carry credentials/.test(error.message) &&
+      !error.message.includes('secret'),
+  );
   assert.throws(
     () => jwksFromUrl(URL_, { fetch: fetchImpl, cacheTtlSeconds: -1 }),
     SvcConfigurationError,
