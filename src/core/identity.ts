@@ -46,3 +46,31 @@ export interface VerifiedIdentity {
   /** Present only after a verified proof of possession. */
   confirmation?: KeyConfirmation;
 }
+
+function frozenSubject(subject: DelegatedSubject): DelegatedSubject {
+  return Object.freeze({ ...subject });
+}
+
+/**
+ * A deeply frozen copy of `identity`, for handing to handlers: every call of a session shares
+ * one identity, so anything a handler could change in it would reach the calls after it.
+ * `expiresAt` reads as a fresh `Date` each time, because freezing a `Date` leaves its setters
+ * working.
+ */
+export function frozenIdentity(identity: VerifiedIdentity): VerifiedIdentity {
+  const expiresAtMs = identity.expiresAt.getTime();
+  const copy = {
+    ...identity,
+    scopes: Object.freeze([...identity.scopes]) as string[],
+    ...(identity.subject !== undefined ? { subject: frozenSubject(identity.subject) } : {}),
+    ...(identity.confirmation !== undefined
+      ? { confirmation: Object.freeze({ ...identity.confirmation }) }
+      : {}),
+  };
+  Object.defineProperty(copy, 'expiresAt', {
+    get: () => new Date(expiresAtMs),
+    enumerable: true,
+    configurable: false,
+  });
+  return Object.freeze(copy);
+}

@@ -109,12 +109,21 @@ function describeNonError(value: unknown): string {
   }
 }
 
+function isErrorInstance(value: unknown): value is Error {
+  try {
+    return value instanceof Error;
+  } catch {
+    // A proxy's getPrototypeOf trap may throw; such a value is described like a non-error.
+    return false;
+  }
+}
+
 /**
  * The name and message of a thrown value for a log event (never its stack), each bounded in
  * length. A value that is not an `Error` gets name `NonError` and a string rendering as message.
  */
 export function describeErrorForLog(error: unknown): { name: string; message: string } {
-  if (error instanceof Error) {
+  if (isErrorInstance(error)) {
     const name = readString(() => error.name) ?? 'Error';
     const message = readString(() => error.message) ?? '';
     return {

@@ -23,7 +23,7 @@ import {
   SvcInternalError,
   SvcTimeoutError,
 } from '../core/errors.ts';
-import type { VerifiedIdentity } from '../core/identity.ts';
+import { frozenIdentity, type VerifiedIdentity } from '../core/identity.ts';
 import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 import { type SvcSchema, validateWithSchemaNow } from '../core/schema.ts';
 import { type AbilityDefinition, type HandlerFactoryInput, isDefinedAbility } from './ability.ts';
@@ -71,12 +71,20 @@ const REDACTED_OUTPUT_ISSUE = 'does not match the output schema';
 type AnyAbility = AbilityDefinition<any>;
 type TargetClass = new () => RpcTarget;
 
+/**
+ * A session as the wrapper keeps it. Handlers get `identity`, frozen; the scope check reads
+ * `grantedScopes`, a copy no handler is ever given.
+ */
+interface SessionCallContext extends AbilityCallContext {
+  readonly grantedScopes: readonly string[];
+}
+
 const targetClasses = new WeakMap<AnyAbility, TargetClass>();
 // Kept outside the instance: Cap'n Web refuses to reach instance properties, and a private
 // side table also keeps the session out of anything a handler could enumerate.
-const callContexts = new WeakMap<object, AbilityCallContext>();
+const callContexts = new WeakMap<object, SessionCallContext>();
 
-function callContextOf(target: unknown, label: string): AbilityCallContext {
+function callContextOf(target: unknown, label: string): SessionCallContext {
   const call = target !== null && typeof target === 'object' ? callContexts.get(target) : undefined;
   if (call === undefined) {
     throw new SvcInternalError(`${label}: called on an object that is not an ability target`, {
@@ -134,7 +142,11 @@ function redactedOutputError(error: unknown): unknown {
   });
 }
 
-/** Validates an output (or one streamed item): synchronously when the schema answers so. */
+/**
+ * Validates an output (or one streamed item): synchronously when the schema answers so. What a
+ * schema passes on may be the handler's own value, whose reading runs handler code: callers
+ * guard this like the handler call itself.
+ */
 function checkedOutput(schema: SvcSchema, value: unknown, label: string): unknown {
   let result: unknown;
   try {
@@ -149,8 +161,14 @@ function checkedOutput(schema: SvcSchema, value: unknown, label: string): unknow
     : result;
 }
 
-async function validateOutput(schema: SvcSchema, value: unknown, label: string): Promise<unknown> {
-  return await checkedOutput(schema, value, label);
+/** Whether a thrown value is an `Error` with a valid taxonomy `code`; a hostile one is not. */
+function isTaxonomyError(error: unknown): boolean {
+  try {
+    // `instanceof` runs a proxy's getPrototypeOf trap: handler code, which may throw.
+    return error instanceof Error && hasSvcErrorShape(error);
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -164,7 +182,7 @@ function callerFacingFailure(
   methodName: string,
   call: AbilityCallContext,
 ): unknown {
-  if (error instanceof Error && hasSvcErrorShape(error)) return error;
+  if (isTaxonomyError(error)) return error;
   const event: SvcLogEvent = {
     event: 'svc.ability.handler_failed',
     level: 'error',
@@ -370,6 +388,7 @@ function invokeHandler(
   // The deadline passed while validating: the caller has its 504, no handler is created.
   if (deadline.abort.aborted) throw deadline.abort.reason;
   let output: unknown;
+  let pending: boolean;
   try {
     const { handler, implementation } = createHandler(
       plan.ability,
@@ -379,16 +398,49 @@ function invokeHandler(
       remainingUntil(deadline.endsAt),
     );
     output = implementation.call(handler, input);
+    // Reading `then` runs the handler's code too (a getter, a proxy trap).
+    pending = isThenable(output);
   } catch (error) {
     throw handlerFailure(error, plan, call, deadline);
   }
-  if (!isThenable(output)) return checkedOutput(plan.method.output, output, plan.label);
+  if (!pending) return guardedOutput(plan, call, deadline, output);
   return Promise.resolve(output).then(
-    (settled) => checkedOutput(plan.method.output, settled, plan.label),
+    (settled) => guardedOutput(plan, call, deadline, settled),
     (error: unknown) => {
       throw handlerFailure(error, plan, call, deadline);
     },
   );
+}
+
+/**
+ * Validates a unary output. Taxonomy refusals (an invalid output's 500) leave as they are; a
+ * throw from reading the handler's value is a handler failure like a throw from the handler.
+ */
+function guardedOutput(
+  plan: MethodPlan,
+  call: AbilityCallContext,
+  deadline: UnaryDeadline,
+  output: unknown,
+): unknown {
+  try {
+    const checked = checkedOutput(plan.method.output, output, plan.label);
+    if (!isThenable(checked)) return checked;
+    return Promise.resolve(checked).catch((error: unknown) => {
+      throw handlerFailure(error, plan, call, deadline);
+    });
+  } catch (error) {
+    throw handlerFailure(error, plan, call, deadline);
+  }
+}
+
+/** Validates one streamed item, guarded like {@link guardedOutput}. */
+async function guardedItem(plan: MethodPlan, call: AbilityCallContext, item: unknown) {
+  try {
+    // Awaited here, inside the guard: awaiting reads the value's `then`.
+    return await checkedOutput(plan.method.output, item, plan.label);
+  } catch (error) {
+    throw callerFacingFailure(error, plan.ability, plan.methodName, call);
+  }
 }
 
 /**
@@ -445,7 +497,7 @@ async function openStream(
     );
     const source = await implementation.call(handler, input);
     return itemStream(source, {
-      validateItem: (item) => validateOutput(method.output, item, label),
+      validateItem: (item) => guardedItem(plan, call, item),
       sourceFailure: (error) => callerFacingFailure(error, ability, methodName, call),
       onCancel: (reason) => abort.abort(reason),
     });
@@ -462,11 +514,11 @@ function callAbilityMethod(plan: MethodPlan, target: unknown, args: unknown[]): 
 }
 
 /** Runs one call whose token holds: refusals first, then the handler. */
-function callAuthorized(plan: MethodPlan, call: AbilityCallContext, args: unknown[]): unknown {
+function callAuthorized(plan: MethodPlan, call: SessionCallContext, args: unknown[]): unknown {
   const { method, label } = plan;
   refuseStreamOverHttpBatch(method, call, label);
   // Before anything else runs: a refused caller never reaches validation or a handler.
-  assertScopes(call.identity, plan.requiredScopes, label);
+  assertScopes(call.grantedScopes, plan.requiredScopes, label);
   refuseSpentCallerBudget(call, label);
   return method.stream ? openStream(plan, call, args) : runUnary(plan, call, args);
 }
@@ -514,7 +566,9 @@ function targetClassFor(ability: AnyAbility): TargetClass {
 /**
  * Creates the validating ability object for one authenticated session. The per-ability class
  * is built once and cached; each call on the returned object runs the full wrapper sequence.
- * Throws `SvcConfigurationError` for an ability that was not produced by `defineAbility`.
+ * Handlers receive a deeply frozen copy of `session.identity`, and scopes are checked against
+ * the scopes it holds now. Throws `SvcConfigurationError` for an ability that was not produced
+ * by `defineAbility`.
  */
 export function createAbilityTarget<A extends AnyAbility>(
   ability: A,
@@ -530,6 +584,12 @@ export function createAbilityTarget<A extends AnyAbility>(
   }
   const TargetClass = targetClassFor(ability);
   const target = new TargetClass();
-  callContexts.set(target, session);
+  callContexts.set(target, {
+    ...session,
+    // Copies taken before any handler exists: what a handler does to the identity it is
+    // handed, or the caller to the object it passed in, reaches no later call's check.
+    identity: frozenIdentity(session.identity),
+    grantedScopes: Object.freeze([...session.identity.scopes]),
+  });
   return target as AbilityTarget<A>;
 }

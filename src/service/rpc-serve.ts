@@ -7,11 +7,16 @@
  * Web's own limits (`maxDepth`, `maxMessageSize`, `maxBigIntDigits`) stay on for every session;
  * `limits` may tighten or loosen them but never switch one off.
  *
+ * Every error a session sends passes one last check: an error without a taxonomy `code` (a
+ * serialisation failure quoting the value it could not send, an `Error` inside a handler's
+ * output, one of Cap'n Web's own) is replaced with an opaque internal error, because its message
+ * was never written for the caller.
+ *
  * @module
  */
 import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'capnweb';
 import { readBoundedText } from '../core/bounded-body.ts';
-import { SvcConfigurationError } from '../core/errors.ts';
+import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 import { problemResponse } from '../core/problem.ts';
 import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
 import {
@@ -53,6 +58,11 @@ export interface ServeRpcOptions {
   limits?: Partial<RpcLimits>;
   /** The request's id, carried in the body of every refusal so a caller can quote it. */
   requestId?: string;
+  /**
+   * Told of each error that was about to leave a session without a taxonomy `code`, after it
+   * was replaced with {@link WITHHELD_ERROR_MESSAGE}; a throw is ignored.
+   */
+  onErrorReplaced?(error: Error): void;
 }
 
 /** Default largest HTTP-batch body: 4 MiB. */
@@ -66,6 +76,9 @@ export const DEFAULT_MAX_BATCH_MESSAGES = 10_000;
  * released is one, so this is also the most calls a peer can have outstanding, as in a batch.
  */
 export const DEFAULT_MAX_SESSION_ENTRIES = 10_000;
+
+/** The message a caller receives instead of an error that carries no taxonomy `code`. */
+export const WITHHELD_ERROR_MESSAGE = 'Svc RPC failed: error details withheld';
 
 const LIMIT_NAMES: readonly (keyof RpcLimits)[] = ['maxBigIntDigits', 'maxDepth', 'maxMessageSize'];
 
@@ -88,6 +101,30 @@ function checkedLimits(limits: Partial<RpcLimits> | undefined): Partial<RpcLimit
     }
   }
   return checked;
+}
+
+function opaqueSendError(): SvcInternalError {
+  const opaque = new SvcInternalError(WITHHELD_ERROR_MESSAGE, { reason: 'error_withheld' });
+  // Cap'n Web sends a replacement's stack, and this one would show service file paths.
+  Object.defineProperty(opaque, 'stack', { value: undefined, writable: true, configurable: true });
+  return opaque;
+}
+
+/**
+ * Cap'n Web's `onSendError` for one session: it sees every `Error` the session serialises,
+ * thrown or inside a value. Taxonomy errors, ours or received with a valid `code` from a hop
+ * further down, go as they are (Cap'n Web drops their stack); anything else is replaced.
+ */
+function unshapedErrorReplacer(options: ServeRpcOptions): (error: Error) => Error | undefined {
+  return (error) => {
+    if (hasSvcErrorShape(error)) return undefined;
+    try {
+      options.onErrorReplaced?.(error);
+    } catch {
+      // Reporting is a side channel; the caller still gets the opaque error.
+    }
+    return opaqueSendError();
+  };
 }
 
 function allowedMethods(transports: readonly string[]): string {
@@ -193,7 +230,10 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   }
   const transport = new BatchServerTransport(lines);
   const main = options.createMain({ transport: 'http-batch', request });
-  const session = new RpcSession(transport, main, { limits: checkedLimits(options.limits) });
+  const session = new RpcSession(transport, main, {
+    limits: checkedLimits(options.limits),
+    onSendError: unshapedErrorReplacer(options),
+  });
   try {
     await transport.whenAllReceived();
     await session.drain();
@@ -217,7 +257,10 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
         'serveDeno or workersEntrypoint, or pass an upgrader',
     });
   }
-  const limits = checkedLimits(options.limits);
+  const sessionOptions = {
+    limits: checkedLimits(options.limits),
+    onSendError: unshapedErrorReplacer(options),
+  };
   const maxEntries = options.maxSessionEntries === undefined
     ? DEFAULT_MAX_SESSION_ENTRIES
     : requirePositiveInteger(options.maxSessionEntries, 'maxSessionEntries');
@@ -228,7 +271,7 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
     const transport = new WebSocketRpcTransport(socket);
     try {
       const main = options.createMain({ transport: 'websocket', request: upgradeRequest });
-      transport.limitEntries(new RpcSession(transport, main, { limits }), maxEntries);
+      transport.limitEntries(new RpcSession(transport, main, sessionOptions), maxEntries);
     } catch (error) {
       transport.abort(error);
     }

@@ -91,14 +91,14 @@ function grantsAll(granted: readonly string[], required: readonly string[]): boo
   return true;
 }
 
-/** Throws `CapabilityAuthError` 403 `missing_scope` when `identity` lacks any of `required`. */
+/** Throws `CapabilityAuthError` 403 `missing_scope` when `granted` lacks any of `required`. */
 export function assertScopes(
-  identity: VerifiedIdentity,
+  granted: readonly string[],
   required: readonly string[],
   label: string,
 ): void {
-  if (grantsAll(identity.scopes, required)) return;
-  const missing = missingScopes(identity.scopes, required);
+  if (grantsAll(granted, required)) return;
+  const missing = missingScopes(granted, required);
   if (missing.length > 0) {
     throw new CapabilityAuthError(`${label}: missing scope ${missing.join(', ')}`, {
       status: 403,
@@ -132,6 +132,6 @@ export function requireScopes(handler: object, ...scopes: string[]): VerifiedIde
       { reason: 'shared_handler' },
     );
   }
-  assertScopes(registration.identity, scopes, 'requireScopes');
+  assertScopes(registration.identity.scopes, scopes, 'requireScopes');
   return registration.identity;
 }

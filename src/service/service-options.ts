@@ -76,6 +76,8 @@ export interface ResolvedServiceOptions {
   timeoutPolicy: TimeoutPolicy;
   methodCeilingMs?: number | false;
   middleware: MiddlewareHandler[];
+  /** The custom request-id generator, when one was given. */
+  requestIdGenerator?: () => string;
 }
 
 const SERVICE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
@@ -85,6 +87,58 @@ function requireText(value: unknown, field: string): string {
     throw new SvcConfigurationError(`createService: \`${field}\` must be a non-empty string`);
   }
   return value;
+}
+
+function isPlainRecord(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+function describeOption(value: unknown): string {
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}
+
+/**
+ * The `timeout` option as an object. Checked before it is taken apart: destructuring a number
+ * or a string yields no fields, which would read as "no policy" and accept it silently.
+ */
+function requireTimeoutOptions(timeout: unknown): ServiceTimeoutOptions {
+  if (timeout === undefined) return {};
+  if (!isPlainRecord(timeout)) {
+    throw new SvcConfigurationError(
+      `createService: \`timeout\` must be an object { methodMs?, defaultMs?, maxMs? } ` +
+        `(got ${describeOption(timeout)})`,
+      { reason: 'invalid_timeout_policy' },
+    );
+  }
+  return timeout;
+}
+
+/** The custom request-id generator; the id middleware would otherwise fail every request. */
+function requireRequestIdGenerator(option: unknown): (() => string) | undefined {
+  if (option === undefined) return undefined;
+  if (!isPlainRecord(option)) {
+    throw new SvcConfigurationError(
+      `createService: \`requestId\` must be an object { generator? } (got ${
+        describeOption(option)
+      })`,
+      { reason: 'invalid_request_id_option' },
+    );
+  }
+  const generator = option.generator;
+  if (generator !== undefined && typeof generator !== 'function') {
+    throw new SvcConfigurationError(
+      `createService: \`requestId.generator\` must be a function returning a request id ` +
+        `(got ${describeOption(generator)})`,
+      { reason: 'invalid_request_id_option' },
+    );
+  }
+  return generator as (() => string) | undefined;
 }
 
 function isKeySet(value: unknown): value is CapabilityKeySet {
@@ -116,7 +170,8 @@ export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceO
   if (!Array.isArray(options.abilities)) {
     throw new SvcConfigurationError('createService: `abilities` must be an array');
   }
-  const { methodMs, ...policy } = options.timeout ?? {};
+  const { methodMs, ...policy } = requireTimeoutOptions(options.timeout);
+  const requestIdGenerator = requireRequestIdGenerator(options.requestId);
   const middleware = options.middleware === undefined
     ? []
     : Array.isArray(options.middleware)
@@ -138,5 +193,6 @@ export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceO
     timeoutPolicy: validateTimeoutPolicy(policy, 'createService: `timeout`'),
     methodCeilingMs: validateServiceMethodCeiling(methodMs, 'createService: `timeout.methodMs`'),
     middleware,
+    ...(requestIdGenerator !== undefined ? { requestIdGenerator } : {}),
   };
 }

@@ -7,7 +7,7 @@
 import { type Context, Hono } from 'hono';
 import { applyTimeoutPolicy } from '../core/deadline.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
-import { createEventLog, type SvcLogEvent } from '../core/logging.ts';
+import { createEventLog, describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 import {
   acceptRequestId,
   generateRequestId,
@@ -62,7 +62,7 @@ export function createService(options: ServiceOptions): SvcService {
     `svc:service:${resolved.id}`,
   ]);
   const sink = createEventLog(options.logger);
-  const generateId = options.requestId?.generator ?? generateRequestId;
+  const generateId = resolved.requestIdGenerator ?? generateRequestId;
 
   const emit = (c: Context | undefined, event: SvcLogEvent): void => {
     if (c !== undefined) recordLogEvent(c, event);
@@ -125,6 +125,17 @@ export function createService(options: ServiceOptions): SvcService {
         runtime: c.env,
         requestId,
         ...(options.upgradeWebSocket !== undefined ? { upgrader: options.upgradeWebSocket } : {}),
+        // The backstop behind the wrapper: what reaches it is a failure the handler caused
+        // (an output Cap'n Web cannot send) or one of Cap'n Web's own, replaced all the same.
+        onErrorReplaced: (error) =>
+          emit(c, {
+            event: 'svc.ability.handler_failed',
+            level: 'error',
+            requestId,
+            ability: ability.id,
+            reason: 'error_withheld',
+            error: describeErrorForLog(error),
+          }),
         createMain: () =>
           new AbilityGateway({
             ability,

@@ -12,6 +12,7 @@ import {
 import { defineAbility } from '../../src/service/ability.ts';
 import { createAbilityTarget } from '../../src/service/ability-target.ts';
 import { abilityMethod } from '../../src/service/method.ts';
+import { WITHHELD_ERROR_MESSAGE } from '../../src/service/rpc-serve.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
 import { createFixtureStats, echoAbility } from './fixture-abilities.ts';
 
@@ -275,4 +276,166 @@ test('Errors r7: AbilityHandlerError lets the handler choose message, reason, st
     retryable: false,
     reason: 'gone',
   });
+});
+
+/** A strict proxy (ORM row, config object) that throws on every member read, `then` included. */
+function strictRow(marker: string): object {
+  return new Proxy({}, {
+    get(_target, key) {
+      throw new Error(`${marker}: no member ${String(key)}`);
+    },
+  });
+}
+
+/** svc-c.rows: returns, awaits or streams a strict proxy under a schema that lets it through. */
+function deployRows(fx: Fixture) {
+  fx.deploy('svc-c', [
+    defineAbility({
+      id: 'svc-c.rows',
+      rpc: { transports: ['http-batch', 'websocket'] },
+      methods: {
+        get: abilityMethod({ input: z.object({}), output: z.unknown() }),
+        load: abilityMethod({ input: z.object({}), output: z.unknown() }),
+        scan: abilityMethod({ input: z.object({}), output: z.unknown(), stream: true }),
+      },
+      handler: () => ({
+        get: () => strictRow(fx.stats.marker),
+        load: async () => await Promise.resolve({ row: 1 }).then(() => strictRow(fx.stats.marker)),
+        // A stream source hands items over as they are; an iterable's would be awaited first.
+        scan: () =>
+          new ReadableStream({
+            start(controller) {
+              controller.enqueue({ i: 0 });
+              controller.enqueue(strictRow(fx.stats.marker));
+              controller.close();
+            },
+          }),
+      }),
+    }),
+  ]);
+}
+
+const HANDLER_FAILED = {
+  code: 'internal',
+  status: 500,
+  retryable: false,
+  reason: 'handler_failed',
+} as const;
+
+test('Errors r5: a returned value whose `then` getter throws is the opaque 500, logged, its text withheld', async () => {
+  const fx = await createFixture();
+  deployRows(fx);
+  const batch = fx.httpBatch('svc-c');
+  using session = fx.session('svc-c.rows', {
+    token: await fx.tokenFor('svc-c', []),
+    transport: batch.transport,
+  });
+  const sync = await assertRefusal(session.get({}), HANDLER_FAILED);
+  assert.equal(sync.message, 'Svc ability handler failed: get');
+  const awaited = await assertRefusal(session.load({}), HANDLER_FAILED);
+  assert.equal(awaited.message, 'Svc ability handler failed: load');
+  for (const exchange of batch.exchanges) {
+    assert.equal(exchange.response.status, 200);
+    assert.equal(exchange.body.includes(fx.stats.marker), false, `leaked: ${exchange.body}`);
+  }
+  const failed = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.deepEqual(failed.map((event) => [event.ability, event.method]), [
+    ['svc-c.rows', 'get'],
+    ['svc-c.rows', 'load'],
+  ]);
+  // The log, and only the log, keeps the original message.
+  assert.ok(failed.every((event) => String((event.error as Error).message).includes('then')));
+});
+
+test('Errors r5: a streamed item whose `then` getter throws ends the stream with the opaque 500, logged', async () => {
+  const fx = await createFixture();
+  deployRows(fx);
+  const socket = fx.webSocket('svc-c.rows');
+  using session = fx.session('svc-c.rows', {
+    token: await fx.tokenFor('svc-c', []),
+    transport: socket.transport,
+  });
+  const reader = (await session.scan({}) as ReadableStream<unknown>).getReader();
+  assert.deepEqual((await reader.read()).value, { i: 0 });
+  const ended = await assertRefusal(reader.read(), HANDLER_FAILED);
+  assert.equal(ended.message, 'Svc ability handler failed: scan');
+  const frames = socket.frames.join('\n');
+  assert.equal(frames.includes(fx.stats.marker), false, `leaked: ${frames}`);
+  const failed = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.deepEqual(failed.map((event) => event.method), ['scan']);
+});
+
+test('Errors r5: a thrown proxy whose prototype lookup throws is still the opaque 500, logged', async () => {
+  const fx = await createFixture();
+  const marker = fx.stats.marker;
+  fx.deploy('svc-c', [
+    defineAbility({
+      id: 'svc-c.hostile',
+      methods: { raise: abilityMethod({ input: z.object({}), output: z.object({}) }) },
+      handler: () => ({
+        raise(): never {
+          throw new Proxy(new Error(marker), {
+            getPrototypeOf() {
+              throw new Error(`${marker} from getPrototypeOf`);
+            },
+          });
+        },
+      }),
+    }),
+  ]);
+  const batch = fx.httpBatch('svc-c');
+  using session = fx.session('svc-c.hostile', {
+    token: await fx.tokenFor('svc-c', []),
+    transport: batch.transport,
+  });
+  const refused = await assertRefusal(session.raise({}), HANDLER_FAILED);
+  assert.equal(refused.message, 'Svc ability handler failed: raise');
+  assert.equal(batch.exchanges[0].body.includes(marker), false, batch.exchanges[0].body);
+  const failed = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.deepEqual(failed.map((event) => event.method), ['raise']);
+});
+
+test("Errors r5: an output Cap'n Web cannot send leaves as the withheld internal 500, logged", async () => {
+  const fx = await createFixture();
+  const marker = fx.stats.marker;
+  // A driver value type (decimal, object id) under a permissive output schema.
+  class Decimal {
+    constructor(readonly digits: string) {}
+    toString(): string {
+      return `${marker} ${this.digits}`;
+    }
+  }
+  fx.deploy('svc-c', [
+    defineAbility({
+      id: 'svc-c.money',
+      methods: {
+        balance: abilityMethod({
+          input: z.object({}),
+          output: z.object({ amount: z.unknown() }),
+        }),
+      },
+      handler: () => ({ balance: () => ({ amount: new Decimal('1234.56') }) }),
+    }),
+  ]);
+  const batch = fx.httpBatch('svc-c');
+  using session = fx.session('svc-c.money', {
+    token: await fx.tokenFor('svc-c', []),
+    transport: batch.transport,
+  });
+  const refused = await assertRefusal(session.balance({}), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+    reason: 'error_withheld',
+  });
+  assert.equal(refused.message, WITHHELD_ERROR_MESSAGE);
+  assert.equal(batch.exchanges[0].response.status, 200);
+  assert.equal(batch.exchanges[0].body.includes(marker), false, batch.exchanges[0].body);
+  const failed = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.equal(failed.length, 1);
+  assert.equal(failed[0].ability, 'svc-c.money');
+  assert.equal(failed[0].reason, 'error_withheld');
+  assert.match(String((failed[0].error as Error).message), /Cannot serialize value/);
+  // Taxonomy errors still pass through this backstop untouched (rules 5 and 6, above).
+  assert.equal(fx.events.some((event) => event.event === 'svc.request.failed'), false);
 });

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Context } from 'hono';
+import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { svcLogEvents } from '../../src/service/log-events.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
@@ -206,4 +207,29 @@ test('Events r3: middleware reads the request events after next() with svcLogEve
   using session = fx.session('svc-a.echo', { token: await fx.tokenFor('svc-a', []) });
   await assert.rejects(session.fail({ kind: 'error' }));
   assert.deepEqual(seen, [['svc.discovery.served'], ['svc.ability.handler_failed']]);
+});
+
+test('Events r2: a requestId option that is not { generator?: function } is refused at construction', async () => {
+  const fx = await createFixture();
+  for (const requestId of [{ generator: 'uuid' }, { generator: 42 }, 'uuid', null, []]) {
+    assert.throws(
+      () => fx.deploy('svc-a', [echoAbility(fx.stats)], { requestId: requestId as never }),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError &&
+        svcErrorInfo(error).reason === 'invalid_request_id_option' &&
+        /`requestId(\.generator)?` must be/.test(error.message),
+      `requestId ${JSON.stringify(requestId)} was accepted`,
+    );
+  }
+  // Without a generator the default ids are used, and every request is still answered.
+  const service = fx.deploy('svc-a', [echoAbility(fx.stats)], { requestId: {} });
+  const response = await service.fetch(new Request(DISCOVERY));
+  assert.equal(response.status, 200);
+  await response.body?.cancel();
+  const requestId = response.headers.get('x-request-id') ?? '';
+  assert.match(requestId, /^[\x21-\x7e]+$/);
+  assert.deepEqual(
+    named(fx, 'svc.request.completed').map((event) => [event.requestId, event.status]),
+    [[requestId, 200]],
+  );
 });

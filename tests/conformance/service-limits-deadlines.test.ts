@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { DEFAULT_ABILITY_TIMEOUT_MS } from '../../src/core/deadline.ts';
+import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
@@ -340,4 +341,25 @@ test('Limits r3 with a service policy: defaultMs fills in on HTTP-batch only, ma
     fx.webSocket('svc-a.echo', { query: { timeout: '60000' } }).transport,
   );
   assert.ok(clampedSocket !== null && clampedSocket > 2500 && clampedSocket <= 3000);
+});
+
+test('Limits: a service `timeout` that is not an object is refused at construction', async () => {
+  const fx = await createFixture();
+  for (const timeout of [0, -5, 1.5, 5000, 'abc', true, null, [], [5000]]) {
+    assert.throws(
+      () => fx.deploy('svc-a', [echoAbility(fx.stats)], { timeout: timeout as never }),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError &&
+        svcErrorInfo(error).reason === 'invalid_timeout_policy' &&
+        /`timeout` must be an object/.test(error.message),
+      `timeout ${JSON.stringify(timeout)} was accepted`,
+    );
+  }
+  // An object, empty or not, is still read field by field.
+  fx.deploy('svc-a', [echoAbility(fx.stats)], { timeout: {} });
+  fx.deploy('svc-a', [echoAbility(fx.stats)], { timeout: { methodMs: 5000, maxMs: 9000 } });
+  assert.throws(
+    () => fx.deploy('svc-a', [echoAbility(fx.stats)], { timeout: { maxMs: 0 } }),
+    SvcConfigurationError,
+  );
 });

@@ -53,7 +53,9 @@ test('the factory receives context, identity, signal, deadline, idempotency key 
   assert.equal(result.requestId, 'req-1');
   const input = record.inputs[0];
   assert.equal(input.context, call.context);
-  assert.equal(input.identity, call.identity);
+  // A frozen copy: the handler cannot reach the object the session was created with.
+  assert.deepEqual(input.identity, call.identity);
+  assert.ok(Object.isFrozen(input.identity) && Object.isFrozen(input.identity.scopes));
   assert.ok(input.signal instanceof AbortSignal);
   assert.equal(input.signal.aborted, false);
   assert.equal('connInfo' in input, false);

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { svcErrorInfo } from '../../src/core/errors.ts';
+import { RpcTarget } from 'capnweb';
+import { AbilityHandlerError, svcErrorInfo } from '../../src/core/errors.ts';
 import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import {
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_SESSION_ENTRIES,
   serveRpc,
+  WITHHELD_ERROR_MESSAGE,
 } from '../../src/service/rpc-serve.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
@@ -198,7 +200,8 @@ test('DOS-04 an argument nested 300 levels deep aborts the session and the servi
   const lines = (await response.text()).split('\n').map((line) => JSON.parse(line));
   const abort = lines.find((line) => line[0] === 'abort');
   assert.ok(abort, `expected an abort message, got ${JSON.stringify(lines).slice(0, 200)}`);
-  assert.match(JSON.stringify(abort), /depth/);
+  // Cap'n Web's own error carries no taxonomy code, so it leaves as the withheld internal error.
+  assert.deepEqual(abort[1].slice(0, 3), ['error', 'SvcInternalError', WITHHELD_ERROR_MESSAGE]);
   assert.deepEqual(record.calls, []);
 
   const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
@@ -214,7 +217,14 @@ test('DOS-04 a caller receives the depth refusal as an error', async () => {
   );
   let deep: unknown = 1;
   for (let i = 0; i < 20; i++) deep = { a: deep };
-  await assert.rejects(session.echo(deep), /depth/);
+  const refusal = await session.echo(deep).then(() => undefined, (error: unknown) => error);
+  assert.equal((refusal as Error).message, WITHHELD_ERROR_MESSAGE);
+  assert.deepEqual(svcErrorInfo(refusal), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+    reason: 'error_withheld',
+  });
   assert.deepEqual(await session.echo({ shallow: true }), { shallow: true });
 });
 
@@ -440,4 +450,129 @@ test('every refusal of the RPC route carries the given requestId in its problem 
     assert.equal((await problemOf(response)).requestId, requestId);
   }
   assert.equal(record.sessions.length, 0);
+});
+
+const MARKER = 'SECRET-rpc-serve-7f3a';
+
+/** A driver value type Cap'n Web cannot serialise, whose string form holds the marker. */
+class Decimal {
+  toString(): string {
+    return `${MARKER} 1234.56`;
+  }
+}
+
+/** An ability whose results and failures exercise every kind of error a session can send. */
+class LeakyAbility extends RpcTarget {
+  unserialisable(): unknown {
+    return { amount: new Decimal() };
+  }
+  errorInOutput(): unknown {
+    return { detail: new Error(`${MARKER} in a value`) };
+  }
+  shaped(): never {
+    throw new AbilityHandlerError('Quota exceeded', { status: 429, reason: 'quota' });
+  }
+  relayed(): never {
+    // A taxonomy error rebuilt as a plain Error by an intermediate hop (Errors r6).
+    throw Object.assign(new Error('Downstream busy'), {
+      code: 'handler',
+      status: 503,
+      retryable: true,
+      reason: 'busy',
+    });
+  }
+}
+
+class LeakyMain extends RpcTarget {
+  authenticate(): LeakyAbility {
+    return new LeakyAbility();
+  }
+}
+
+const CALLS = ['unserialisable', 'errorInOutput', 'shaped', 'relayed'];
+
+/** One batch line per call, after `authenticate`, each pulled. */
+function leakyBatchLines(): string[] {
+  const lines = ['["push",["pipeline",0,["authenticate"],[]]]'];
+  CALLS.forEach((name, index) => {
+    lines.push(`["push",["pipeline",1,[${JSON.stringify(name)}],[]]]`);
+    lines.push(`["pull",${index + 2}]`);
+  });
+  return lines;
+}
+
+/** The error of each reply, by call name: [name, message, props]. */
+function errorsByCall(replies: unknown[][]): Record<string, [string, string, unknown]> {
+  const errors: Record<string, [string, string, unknown]> = {};
+  CALLS.forEach((name, index) => {
+    const reply = replies.find((line) => line[1] === index + 2);
+    assert.ok(reply !== undefined, `a reply to ${name}`);
+    if (reply[0] === 'reject') {
+      const [, errorName, message, , props] = reply[2] as unknown[];
+      errors[name] = [errorName as string, message as string, props];
+    } else {
+      // A resolved value: the replaced error sits inside it.
+      const [, errorName, message, , props] = (reply[2] as { detail: unknown[] }).detail;
+      errors[name] = [errorName as string, message as string, props];
+    }
+  });
+  return errors;
+}
+
+function assertWithheldAndPassed(errors: Record<string, [string, string, unknown]>): void {
+  const withheld = {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+    reason: 'error_withheld',
+  };
+  assert.deepEqual(errors.unserialisable, ['SvcInternalError', WITHHELD_ERROR_MESSAGE, withheld]);
+  assert.deepEqual(errors.errorInOutput, ['SvcInternalError', WITHHELD_ERROR_MESSAGE, withheld]);
+  assert.deepEqual(errors.shaped, [
+    'AbilityHandlerError',
+    'Quota exceeded',
+    { code: 'handler', status: 429, retryable: true, reason: 'quota' },
+  ]);
+  assert.deepEqual(errors.relayed, [
+    'Error',
+    'Downstream busy',
+    { code: 'handler', status: 503, retryable: true, reason: 'busy' },
+  ]);
+}
+
+test('Errors r5 backstop over HTTP-batch: an error without a taxonomy code is withheld and reported; taxonomy errors pass untouched', async () => {
+  const replaced: Error[] = [];
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), {
+    createMain: () => new LeakyMain(),
+    onErrorReplaced: (error) => void replaced.push(error),
+  });
+  const response = await endpoint.fetch(post(leakyBatchLines().join('\n')));
+  assert.equal(response.status, 200);
+  const body = await response.text();
+  assert.equal(body.includes(MARKER), false, `the marker leaked: ${body}`);
+  assert.equal(body.includes('node_modules'), false);
+  assertWithheldAndPassed(errorsByCall(body.split('\n').map((line) => JSON.parse(line))));
+  // Reported with the original, which stays in the process.
+  assert.equal(replaced.length, 2);
+  assert.ok(replaced.every((error) => error.message.includes(MARKER)));
+});
+
+test('Errors r5 backstop over WebSocket: an error without a taxonomy code is withheld and reported; taxonomy errors pass untouched', async () => {
+  const replaced: Error[] = [];
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), {
+    createMain: () => new LeakyMain(),
+    onErrorReplaced: (error) => void replaced.push(error),
+  });
+  const { client, received } = await rawWebSocketSession(endpoint);
+  for (const line of leakyBatchLines()) client.send(line);
+  const started = Date.now();
+  while (received.length < CALLS.length) {
+    if (Date.now() - started > 5_000) throw new Error(`replies missing: ${received.join(' | ')}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  client.close();
+  const frames = received.join('\n');
+  assert.equal(frames.includes(MARKER), false, `the marker leaked: ${frames}`);
+  assertWithheldAndPassed(errorsByCall(received.map((line) => JSON.parse(line))));
+  assert.equal(replaced.length, 2);
 });

@@ -91,7 +91,9 @@ test('inside a method, requireScopes(this) sees the caller of that call', async 
   const identity = identityWith(['svc-a.read']);
   const target = createAbilityTarget(ability, callContextWith({ identity }).call);
   assert.deepEqual(await target.read({}), { by: 'svc-caller' });
-  assert.equal(seen[0], identity);
+  // The wrapper registers the frozen copy it hands to the factory, not the object passed in.
+  assert.deepEqual(seen[0], identity);
+  assert.ok(Object.isFrozen(seen[0]));
   await rejectsWithInfo(target.purge({}), {
     code: 'capability_auth',
     status: 403,
