@@ -322,6 +322,39 @@ const HANDLER_FAILED = {
   reason: 'handler_failed',
 } as const;
 
+test('Errors r7: an AbilityHandlerError the caller could not read back fails as the opaque 500, logged for its author', async () => {
+  const fx = await createFixture();
+  fx.deploy('svc-c', [
+    defineAbility({
+      id: 'svc-c.misused',
+      methods: {
+        badStatus: abilityMethod({ input: z.object({}), output: z.object({}) }),
+        badReason: abilityMethod({ input: z.object({}), output: z.object({}) }),
+      },
+      handler: () => ({
+        badStatus(): Record<string, never> {
+          throw new AbilityHandlerError('Teapot', { status: 200 });
+        },
+        badReason(): Record<string, never> {
+          throw new AbilityHandlerError('Quota', { status: 429, reason: 'quota exceeded' });
+        },
+      }),
+    }),
+  ]);
+  using session = fx.session('svc-c.misused', { token: await fx.tokenFor('svc-c', []) });
+  const status = await assertRefusal(session.badStatus({}), HANDLER_FAILED);
+  assert.equal(status.message, 'Svc ability handler failed: badStatus');
+  const reason = await assertRefusal(session.badReason({}), HANDLER_FAILED);
+  assert.equal(reason.message, 'Svc ability handler failed: badReason');
+  const failed = fx.events.filter((event) => event.event === 'svc.ability.handler_failed');
+  assert.deepEqual(failed.map((event) => [event.method, (event.error as Error).name]), [
+    ['badStatus', 'TypeError'],
+    ['badReason', 'TypeError'],
+  ]);
+  assert.match(String((failed[0].error as Error).message), /status must be an integer/);
+  assert.match(String((failed[1].error as Error).message), /reason must be/);
+});
+
 test('Errors r5: a returned value whose `then` getter throws is the opaque 500, logged, its text withheld', async () => {
   const fx = await createFixture();
   deployRows(fx);
