@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isPlainObject } from './config-values.ts';
 
 /** Header that carries connection info over HTTP-batch and service-binding transports. */
 export const SVC_CONN_INFO_HEADER = 'X-Svc-Conn-Info';
@@ -35,12 +36,6 @@ export interface ConnInfo {
 
 // Digits, letters, `.` and `:` cover IPv4 and IPv6 text forms; `%`, `_` and `-` cover zone ids.
 const ADDRESS = /^[0-9A-Za-z.:%_-]{1,64}$/;
-
-function isPlainRecord(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
-}
 
 /** Reads an own data property only: no getters run, nothing comes from a prototype. */
 function ownValue(record: Record<string, unknown>, key: string): unknown {
@@ -91,9 +86,9 @@ function sanitizeRemote(record: Record<string, unknown>): ConnInfoRemote | undef
  * the input is not a plain object or nothing survives.
  */
 export function sanitizeConnInfo(value: unknown): ConnInfo | undefined {
-  if (!isPlainRecord(value)) return undefined;
+  if (!isPlainObject(value)) return undefined;
   const nested = Object.hasOwn(value, 'remote') ? ownValue(value, 'remote') : value;
-  if (!isPlainRecord(nested)) return undefined;
+  if (!isPlainObject(nested)) return undefined;
   const remote = sanitizeRemote(nested);
   return remote === undefined ? undefined : { remote };
 }

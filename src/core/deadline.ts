@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { describeConfigValue, isPlainObject } from './config-values.ts';
 import { SvcConfigurationError } from './errors.ts';
 
 /** Ceiling of every unary ability method, service side, when nothing else is configured. */
@@ -59,20 +60,6 @@ export interface TimeoutPolicy {
   maxMs?: number;
 }
 
-function isPlainRecord(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
-}
-
-function describeValue(value: unknown): string {
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return `a ${typeof value}`;
-}
-
 function requirePolicyMs(value: unknown, label: string, field: string): number {
   if (
     typeof value !== 'number' || !Number.isInteger(value) || value <= 0 ||
@@ -80,7 +67,7 @@ function requirePolicyMs(value: unknown, label: string, field: string): number {
   ) {
     throw new SvcConfigurationError(
       `${label}: timeout.${field} must be a positive integer number of milliseconds no greater ` +
-        `than ${MAX_SVC_TIMEOUT_MS} (got ${describeValue(value)})`,
+        `than ${MAX_SVC_TIMEOUT_MS} (got ${describeConfigValue(value)})`,
       { reason: 'invalid_timeout_policy' },
     );
   }
@@ -95,9 +82,11 @@ function requirePolicyMs(value: unknown, label: string, field: string): number {
  */
 export function validateTimeoutPolicy(policy: unknown, label: string): TimeoutPolicy {
   if (policy === undefined) return {};
-  if (!isPlainRecord(policy)) {
+  if (!isPlainObject(policy)) {
     throw new SvcConfigurationError(
-      `${label}: timeout must be an object { defaultMs?, maxMs? } (got ${describeValue(policy)})`,
+      `${label}: timeout must be an object { defaultMs?, maxMs? } (got ${
+        describeConfigValue(policy)
+      })`,
       { reason: 'invalid_timeout_policy' },
     );
   }
@@ -141,7 +130,7 @@ export function applyTimeoutPolicy(
 
 function refuseCeiling(label: string, field: string, rule: string, value: unknown): never {
   throw new SvcConfigurationError(
-    `${label}: ${field} must be ${rule} (got ${describeValue(value)})`,
+    `${label}: ${field} must be ${rule} (got ${describeConfigValue(value)})`,
     {
       reason: 'invalid_method_timeout',
     },

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { isPlainObject } from './config-values.ts';
 import { SvcConfigurationError } from './errors.ts';
 
 /** `max-age` of a cacheable document when `httpCache` is enabled without a value. */
@@ -52,12 +53,6 @@ function refuse(label: string, problem: string): never {
   throw new SvcConfigurationError(`${label}: httpCache ${problem}`, {
     reason: 'invalid_http_cache',
   });
-}
-
-function isPlainRecord(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
 }
 
 function seconds(value: unknown, fallback: number, label: string, field: string): number {
@@ -109,7 +104,7 @@ export function resolveHttpCache(option: unknown, label: string): ResolvedHttpCa
       tags: Object.freeze([]),
     });
   }
-  if (!isPlainRecord(option)) {
+  if (!isPlainObject(option)) {
     refuse(label, 'must be true, false or { maxAgeSeconds?, staleWhileRevalidateSeconds?, tags? }');
   }
   for (const field of Object.keys(option)) {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isPlainObject } from '../core/config-values.ts';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { VerifiedIdentity } from '../core/identity.ts';
@@ -111,12 +112,6 @@ const SESSION_TRANSPORTS: ReadonlySet<AbilityTransport> = new Set([
   'websocket',
   'cloudflare-binding-rpc',
 ]);
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
-}
 
 function refuse(label: string, field: string, problem: string, reason = 'invalid_ability'): never {
   throw new SvcConfigurationError(`${label}: ${field} ${problem}`, { reason });

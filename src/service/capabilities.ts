@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isPlainObject } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { scopeNameProblem } from './identifiers.ts';
 
@@ -32,12 +33,6 @@ function refuse(label: string, field: string, problem: string): never {
   throw new SvcConfigurationError(`${label}: ${field} ${problem}`, {
     reason: 'invalid_capabilities',
   });
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
 }
 
 function checkScope(label: string, name: string, value: unknown): CapabilityScope {

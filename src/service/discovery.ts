@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { isPlainObject } from '../core/config-values.ts';
 import { effectiveMethodCeilingMs, MAX_METHOD_TIMEOUT_MS } from '../core/deadline.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { JsonSchema } from '../core/schema.ts';
@@ -262,12 +263,6 @@ function refuseDocument(
     `discovery document of ${serviceId}: ${where} ${problem}`,
     { reason },
   );
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
 }
 
 /** Reads received fields one by one; unknown fields are dropped (newer services may add some). */

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isPlainObject } from '../core/config-values.ts';
 import { validateMethodTimeoutMs } from '../core/deadline.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import {
@@ -118,12 +119,6 @@ const jsonSchemasByMethod = new WeakMap<MethodDefinition, MethodJsonSchemas>();
 
 function refuse(label: string, field: string, problem: string): never {
   throw new SvcConfigurationError(`${label}: ${field} ${problem}`, { reason: 'invalid_method' });
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
 }
 
 function checkSchema(schema: unknown, label: string, field: 'input' | 'output'): SvcSchema {

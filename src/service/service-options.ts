@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { describeConfigValue, isPlainObject } from '../core/config-values.ts';
 import type { MiddlewareHandler } from 'hono';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { CapabilityKeySet } from '../core/capability-token.ts';
@@ -89,30 +90,16 @@ function requireText(value: unknown, field: string): string {
   return value;
 }
 
-function isPlainRecord(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
-}
-
-function describeOption(value: unknown): string {
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return `a ${typeof value}`;
-}
-
 /**
  * The `timeout` option as an object. Checked before it is taken apart: destructuring a number
  * or a string yields no fields, which would read as "no policy" and accept it silently.
  */
 function requireTimeoutOptions(timeout: unknown): ServiceTimeoutOptions {
   if (timeout === undefined) return {};
-  if (!isPlainRecord(timeout)) {
+  if (!isPlainObject(timeout)) {
     throw new SvcConfigurationError(
       `createService: \`timeout\` must be an object { methodMs?, defaultMs?, maxMs? } ` +
-        `(got ${describeOption(timeout)})`,
+        `(got ${describeConfigValue(timeout)})`,
       { reason: 'invalid_timeout_policy' },
     );
   }
@@ -122,10 +109,10 @@ function requireTimeoutOptions(timeout: unknown): ServiceTimeoutOptions {
 /** The custom request-id generator; the id middleware would otherwise fail every request. */
 function requireRequestIdGenerator(option: unknown): (() => string) | undefined {
   if (option === undefined) return undefined;
-  if (!isPlainRecord(option)) {
+  if (!isPlainObject(option)) {
     throw new SvcConfigurationError(
       `createService: \`requestId\` must be an object { generator? } (got ${
-        describeOption(option)
+        describeConfigValue(option)
       })`,
       { reason: 'invalid_request_id_option' },
     );
@@ -134,7 +121,7 @@ function requireRequestIdGenerator(option: unknown): (() => string) | undefined 
   if (generator !== undefined && typeof generator !== 'function') {
     throw new SvcConfigurationError(
       `createService: \`requestId.generator\` must be a function returning a request id ` +
-        `(got ${describeOption(generator)})`,
+        `(got ${describeConfigValue(generator)})`,
       { reason: 'invalid_request_id_option' },
     );
   }
