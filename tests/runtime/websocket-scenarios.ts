@@ -217,6 +217,24 @@ export async function servedAfterSilentHandshake(runtime: WebSocketServingRuntim
   });
 }
 
+/**
+ * The bytes of a client's WebSocket upgrade request for `target` (path and query), with `extra`
+ * header lines; for raw-socket tests that must see or withhold what a WebSocket client hides.
+ */
+export function rawUpgradeRequest(target: string, extra: string[] = []): string {
+  return [
+    `GET ${target} HTTP/1.1`,
+    'Host: 127.0.0.1',
+    'Upgrade: websocket',
+    'Connection: Upgrade',
+    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+    'Sec-WebSocket-Version: 13',
+    ...extra,
+    '',
+    '',
+  ].join('\r\n');
+}
+
 /** Whether `bytes` holds an unmasked server close frame carrying `code`. */
 function holdsCloseFrame(bytes: Uint8Array, code: number): boolean {
   for (let i = bytes.length - 4; i >= 0; i--) {
@@ -273,11 +291,7 @@ export async function servedSlowReaderClosed(runtime: WebSocketServingRuntime): 
     bound = setTimeout(() => reject(new Error('no 1013 close within 20 s')), 20_000);
   });
   try {
-    client.write(
-      'GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
-        'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
-        'Sec-WebSocket-Version: 13\r\n\r\n',
-    );
+    client.write(rawUpgradeRequest('/slow'));
     client.pause();
     const error = await Promise.race([failure, timedOut]);
     assert.deepEqual(svcErrorInfo(error), {
@@ -358,10 +372,9 @@ export async function assertHandshakeEchoesRequestId(url: string, requestId: str
       });
     });
     client.write(
-      `GET /rpc/svc-zod.echo?request_id=${requestId} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-        'Upgrade: websocket\r\nConnection: Upgrade\r\n' +
-        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n' +
-        `X-Request-Id: ${requestId}\r\n\r\n`,
+      rawUpgradeRequest(`/rpc/svc-zod.echo?request_id=${requestId}`, [
+        `X-Request-Id: ${requestId}`,
+      ]),
     );
     const lines = (await headRead).split('\r\n');
     assert.match(lines[0], /^HTTP\/1\.1 101 /);

@@ -9,6 +9,7 @@ import {
   type WebSocketUpgrader,
 } from '../../../src/service/websocket-upgrade.ts';
 import {
+  rawUpgradeRequest,
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
@@ -73,11 +74,7 @@ test(
     const clientClosed = new Promise<void>((resolve) => client.on('close', () => resolve()));
     let bound: ReturnType<typeof setTimeout> | undefined;
     try {
-      client.write(
-        'GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
-          'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
-          'Sec-WebSocket-Version: 13\r\n\r\n',
-      );
+      client.write(rawUpgradeRequest('/slow'));
       client.pause();
       const close = await Promise.race([
         serverClose,

@@ -14,6 +14,7 @@ import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../../support/fake-m
 import {
   assertEchoesOverWebSocket,
   fakeWebSocketSession,
+  rawUpgradeRequest,
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedSessionStreams,
@@ -194,11 +195,7 @@ test(
     const socketClosed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     socket.on('error', () => {});
     try {
-      socket.write(
-        'GET /rpc/fake.echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
-          'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
-          'Sec-WebSocket-Version: 13\r\n\r\n',
-      );
+      socket.write(rawUpgradeRequest('/rpc/fake.echo'));
       await targetReached;
       const outcome = await Promise.race([
         server.close().then(() => 'closed'),
