@@ -116,7 +116,8 @@ function bunRuntime(): BunRuntime {
 
 function handshakeHeaders(response: Response): Headers {
   const headers = new Headers();
-  forEachForwardableHeader(response.headers, (value, name) => headers.set(name, value));
+  // Appended, not set: a target may send several Set-Cookie headers on the upgrade.
+  forEachForwardableHeader(response.headers, (value, name) => headers.append(name, value));
   return headers;
 }
 

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { SvcConfigurationError } from '../core/errors.ts';
 import type { WebSocketUpgrader } from '../service/websocket-upgrade.ts';
 
 /** Anything with a fetch handler: a service, a control plane, a Hono app. */
@@ -45,13 +46,30 @@ export interface ResolvedServeOptions {
   env: Record<string, unknown>;
 }
 
-/** Applies the defaults: loopback, an ephemeral port, no extra `env` fields. */
+/** The largest TCP port number. */
+const MAX_PORT = 65_535;
+
+/**
+ * Applies the defaults (loopback, an ephemeral port, no extra `env` fields) and refuses what a
+ * listener would misread: an empty hostname means "every interface" to Node's `listen`, so an
+ * unset `HOST=` passed through would expose the server; a port outside 0–65535 or fractional is
+ * refused rather than wrapped or rounded by the runtime.
+ */
 export function resolveServeOptions(options: ServeOptions): ResolvedServeOptions {
-  return {
-    hostname: options.hostname ?? DEFAULT_SERVE_HOSTNAME,
-    port: options.port ?? 0,
-    env: options.env ?? {},
-  };
+  const hostname = options.hostname ?? DEFAULT_SERVE_HOSTNAME;
+  if (typeof hostname !== 'string' || hostname.trim() === '') {
+    throw new SvcConfigurationError(
+      'serve: `hostname` must be a non-empty string (default 127.0.0.1); listen on every ' +
+        "interface only by naming it, e.g. '0.0.0.0'",
+    );
+  }
+  const port = options.port ?? 0;
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > MAX_PORT) {
+    throw new SvcConfigurationError(
+      `serve: \`port\` must be an integer from 0 to ${MAX_PORT} (0 picks a free port)`,
+    );
+  }
+  return { hostname, port, env: options.env ?? {} };
 }
 
 /**

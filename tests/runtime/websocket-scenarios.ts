@@ -358,6 +358,16 @@ export async function servedForeignTokenRefused(runtime: WebSocketServingRuntime
  * own `101` on Deno and in workerd.
  */
 export async function assertHandshakeEchoesRequestId(url: string, requestId: string) {
+  const head = await handshakeHead(
+    url,
+    rawUpgradeRequest(`/rpc/svc-zod.echo?request_id=${requestId}`, [`X-Request-Id: ${requestId}`]),
+  );
+  assert.match(head[0], /^HTTP\/1\.1 101 /);
+  assert.deepEqual(headerValues(head, 'x-request-id'), [requestId]);
+}
+
+/** Sends `upgrade` over a raw socket to `url` and returns the answer's head, line by line. */
+async function handshakeHead(url: string, upgrade: string): Promise<string[]> {
   const client = connect(Number(new URL(url).port), '127.0.0.1');
   client.on('error', () => {});
   let head = '';
@@ -371,19 +381,43 @@ export async function assertHandshakeEchoesRequestId(url: string, requestId: str
         if (end >= 0) resolve(head.slice(0, end));
       });
     });
-    client.write(
-      rawUpgradeRequest(`/rpc/svc-zod.echo?request_id=${requestId}`, [
-        `X-Request-Id: ${requestId}`,
-      ]),
-    );
-    const lines = (await headRead).split('\r\n');
-    assert.match(lines[0], /^HTTP\/1\.1 101 /);
-    const echoed = lines.find((line) => /^x-request-id:/i.test(line));
-    assert.equal(echoed?.replace(/^x-request-id:\s*/i, ''), requestId);
+    client.write(upgrade);
+    return (await headRead).split('\r\n');
   } finally {
     clearTimeout(bound);
     client.destroy();
   }
+}
+
+/** The values of header `name` (any case) among a response head's lines, in order. */
+function headerValues(head: string[], name: string): string[] {
+  const prefix = `${name.toLowerCase()}:`;
+  return head.slice(1)
+    .filter((line) => line.toLowerCase().startsWith(prefix))
+    .map((line) => line.slice(prefix.length).trim());
+}
+
+/**
+ * A target that sets two cookies on its upgrade answer (session middleware, say): both ride on
+ * the `101`, not only the last one.
+ */
+export async function servedHandshakeKeepsEveryCookie(
+  runtime: WebSocketServingRuntime,
+): Promise<void> {
+  const endpoint = fakeRpcEndpoint();
+  const target: FetchTarget = {
+    async fetch(request, env) {
+      const response = await endpoint.fetch(request, env);
+      response.headers.append('Set-Cookie', 'a=1; Path=/');
+      response.headers.append('Set-Cookie', 'b=2; Path=/');
+      return response;
+    },
+  };
+  await withServed(runtime, target, async (url) => {
+    const head = await handshakeHead(url, rawUpgradeRequest('/rpc/fake.echo'));
+    assert.match(head[0], /^HTTP\/1\.1 101 /);
+    assert.deepEqual(headerValues(head, 'set-cookie'), ['a=1; Path=/', 'b=2; Path=/']);
+  });
 }
 
 /** {@link assertHandshakeEchoesRequestId} for the real services served by `runtime`. */

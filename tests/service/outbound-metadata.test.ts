@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { MAX_SVC_TIMEOUT_MS, parseTimeoutBudget } from '../../src/core/deadline.ts';
 import { abilitySession } from '../../src/service/ability-session.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import {
@@ -46,6 +47,20 @@ test('budgets go out as positive whole milliseconds; a spent or absurd budget is
   assert.equal(budget(-5), null);
   assert.equal(budget(Number.NaN), null);
   assert.equal(budget(Infinity), null);
+});
+
+test('a budget past MAX_SVC_TIMEOUT_MS goes out clamped, never in exponent notation', () => {
+  const budget = (timeoutMs: number) =>
+    applyMetadataHeaders(new Headers(), { timeoutMs }).get('x-svc-timeout');
+  assert.equal(budget(MAX_SVC_TIMEOUT_MS), String(MAX_SVC_TIMEOUT_MS));
+  for (const timeoutMs of [MAX_SVC_TIMEOUT_MS + 1, 2 ** 40, 1e21, 1e300]) {
+    const sent = budget(timeoutMs);
+    assert.equal(sent, String(MAX_SVC_TIMEOUT_MS), String(timeoutMs));
+    // What the receiving service reads back from the header.
+    assert.equal(parseTimeoutBudget(sent), MAX_SVC_TIMEOUT_MS, String(timeoutMs));
+  }
+  const url = withMetadataQuery(new URL('wss://svc.example/rpc/a.b'), { timeoutMs: 1e21 });
+  assert.equal(url.searchParams.get('timeout'), String(MAX_SVC_TIMEOUT_MS));
 });
 
 test('invalid request ids, keys and connection info are dropped, not sent', () => {

@@ -10,7 +10,11 @@
  */
 import { type AnyRpcTransport, RpcSession } from 'capnweb';
 import { SVC_CONN_INFO_HEADER, SVC_CONN_INFO_QUERY_PARAM } from '../../core/conn-info.ts';
-import { SVC_TIMEOUT_HEADER, SVC_TIMEOUT_QUERY_PARAM } from '../../core/deadline.ts';
+import {
+  MAX_SVC_TIMEOUT_MS,
+  SVC_TIMEOUT_HEADER,
+  SVC_TIMEOUT_QUERY_PARAM,
+} from '../../core/deadline.ts';
 import {
   filterIdempotencyKey,
   SVC_IDEMPOTENCY_KEY_HEADER,
@@ -108,10 +112,14 @@ export interface RpcTransportFactory {
 // A header value must stay on one line of visible ASCII; connection info is JSON of that shape.
 const SAFE_HEADER_TEXT = /^[\x20-\x7e]{1,1024}$/;
 
-/** A positive integer budget as sent on the wire, or `undefined` when there is none to send. */
+/**
+ * A positive integer budget as sent on the wire, or `undefined` when there is none to send.
+ * Clamped here, as the receiver would: past 1e21 `String` writes exponent notation, which no
+ * receiver reads as a budget.
+ */
 function wireBudget(timeoutMs: number | undefined): string | undefined {
   if (timeoutMs === undefined || !Number.isFinite(timeoutMs) || timeoutMs <= 0) return undefined;
-  return String(Math.max(1, Math.floor(timeoutMs)));
+  return String(Math.min(MAX_SVC_TIMEOUT_MS, Math.max(1, Math.floor(timeoutMs))));
 }
 
 /** The metadata items that survive filtering, paired with their header and query names. */

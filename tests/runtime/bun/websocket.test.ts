@@ -12,6 +12,7 @@ import {
   rawUpgradeRequest,
   servedAfterSilentHandshake,
   servedBatchPipelines,
+  servedHandshakeKeepsEveryCookie,
   servedSessionStreams,
   servedUpgradeRefused,
   type WebSocketServingRuntime,
@@ -93,4 +94,10 @@ test(
       await server.close();
     }
   },
+);
+
+test(
+  'serveBun: every Set-Cookie of the target rides on the 101',
+  BOUND,
+  () => servedHandshakeKeepsEveryCookie(RUNTIME),
 );

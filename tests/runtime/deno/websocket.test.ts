@@ -4,6 +4,7 @@ import { denoWebSocketFactory, serveDeno } from '../../../src/adapters/deno.ts';
 import {
   servedAfterSilentHandshake,
   servedBatchPipelines,
+  servedHandshakeKeepsEveryCookie,
   servedSessionStreams,
   servedSlowReaderClosed,
   servedUpgradeRefused,
@@ -52,4 +53,10 @@ test(
   'serveDeno: a peer that stops reading is closed with 1013 once the send buffer passes its limit',
   BOUND,
   () => servedSlowReaderClosed(RUNTIME),
+);
+
+test(
+  'serveDeno: every Set-Cookie of the target rides on the 101',
+  BOUND,
+  () => servedHandshakeKeepsEveryCookie(RUNTIME),
 );

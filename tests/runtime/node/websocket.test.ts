@@ -17,6 +17,7 @@ import {
   rawUpgradeRequest,
   servedAfterSilentHandshake,
   servedBatchPipelines,
+  servedHandshakeKeepsEveryCookie,
   servedSessionStreams,
   servedSlowReaderClosed,
   servedUpgradeRefused,
@@ -221,4 +222,10 @@ test(
   'serveNode: a peer that stops reading is closed with 1013 once the send buffer passes its limit',
   BOUND,
   () => servedSlowReaderClosed(RUNTIME),
+);
+
+test(
+  'serveNode: every Set-Cookie of the target rides on the 101',
+  BOUND,
+  () => servedHandshakeKeepsEveryCookie(RUNTIME),
 );
