@@ -36,6 +36,8 @@ export const MAX_TOKEN_REQUEST_ID_LENGTH = 128;
 export const MAX_TOKEN_REQUEST_SCOPES = 64;
 /** Event emitted when a token request arrives at a plane without caller authentication. */
 export const CALLER_AUTH_NOT_CONFIGURED_EVENT = 'svc.caller_auth.not_configured';
+/** The failed check `svc.caller_auth.not_configured` names, as every caller-auth event does. */
+export const CALLER_AUTH_NOT_CONFIGURED_REASON = 'no_caller_authentication';
 /** The `tokenType` of every token the endpoint returns. */
 export const CAPABILITY_TOKEN_TYPE = 'svc-capability';
 
@@ -376,7 +378,12 @@ export function createTokenEndpoint(
     if (authenticators.length === 0) {
       cancelQuietly(request);
       options.log(
-        { event: CALLER_AUTH_NOT_CONFIGURED_EVENT, level: 'warn', requestId },
+        {
+          event: CALLER_AUTH_NOT_CONFIGURED_EVENT,
+          level: 'warn',
+          requestId,
+          reason: CALLER_AUTH_NOT_CONFIGURED_REASON,
+        },
         requestContext,
       );
       return unauthenticated(requestId);

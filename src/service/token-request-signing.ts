@@ -57,17 +57,28 @@ export async function requestBodyHash(body: Uint8Array | string): Promise<string
   return await Promise.resolve(encodeBase64Url(sha256(body)));
 }
 
+/** `/p?q` of a parsed URL; `URL.search` reads an empty query as none, so it is looked up. */
+function pathAndQuery(url: URL): string {
+  if (url.search !== '') return `${url.pathname}${url.search}`;
+  // Before the fragment, a `?` is only ever the query delimiter (one in a path is escaped).
+  const fragmentAt = url.href.indexOf('#');
+  const beforeFragment = fragmentAt < 0 ? url.href : url.href.slice(0, fragmentAt);
+  return beforeFragment.endsWith('?') ? `${url.pathname}?` : url.pathname;
+}
+
 // The plane reads the same request URL on every token request and a requester signs for one
 // token URL: the last string parsed is remembered with its path, so a repeat costs a comparison.
 let lastParsedUrl: string | undefined;
 let lastPathWithQuery = '';
 
-/** The path with query of a URL, exactly as both sides sign it (`/p?q`, no fragment). */
+/**
+ * The path with query of a URL, exactly as both sides sign it (`/p?q`, no fragment). An empty
+ * query stays visible (`/p?`), so a request signed for `/p` cannot be replayed to `/p?`.
+ */
 export function requestPathWithQuery(url: string | URL): string {
-  if (typeof url !== 'string') return `${url.pathname}${url.search}`;
+  if (typeof url !== 'string') return pathAndQuery(url);
   if (url === lastParsedUrl) return lastPathWithQuery;
-  const parsed = new URL(url);
-  const pathWithQuery = `${parsed.pathname}${parsed.search}`;
+  const pathWithQuery = pathAndQuery(new URL(url));
   lastParsedUrl = url;
   lastPathWithQuery = pathWithQuery;
   return pathWithQuery;

@@ -30,13 +30,15 @@ async function refusalEvents(fx: PlaneDeployment, request: Request) {
   };
 }
 
-test('Caller-auth events: not_configured is logged once per refused request', async () => {
+test('Caller-auth events: not_configured is logged once per refused request, with its reason', async () => {
   const fx = await createPlaneDeployment({ authenticateCaller: false });
   const { response, events } = await refusalEvents(fx, await hmacTokenRequest(tokenBody()));
   assert.equal(response.status, 401);
   assert.equal(events.length, 1);
   assert.equal(events[0].event, 'svc.caller_auth.not_configured');
   assert.equal(events[0].level, 'warn');
+  // Contract "Events": the caller-auth events carry a `reason` naming the failed check.
+  assert.equal(events[0].reason, 'no_caller_authentication');
   assert.equal(events[0].requestId, response.headers.get('X-Request-Id'));
 });
 

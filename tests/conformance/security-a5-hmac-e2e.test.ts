@@ -207,6 +207,9 @@ test('HMAC-11 replays to another method or path never succeed', async () => {
     { url: `${TOKEN_URL}/` },
     { url: TOKEN_URL.replace('capability-token', 'Capability-Token') },
     { url: `${TOKEN_URL}?extra=1` },
+    // An empty query: `URL.search` reads it as none, the signed path must not.
+    { url: `${TOKEN_URL}?` },
+    { url: `${TOKEN_URL}?#` },
   ];
   for (const send of variants) {
     const response = await fx.send(await hmacTokenRequest(tokenBody(), { send }));

@@ -191,6 +191,7 @@ test('JWKA-09 body, path, method and request id are bound to the assertion', asy
   const variants: Parameters<typeof jwkTokenRequest>[1][] = [
     { send: { body: JSON.stringify({ ...body, scopes: ['svc-a.write'] }) } },
     { send: { url: `${TOKEN_URL}?v=2` } },
+    { send: { url: `${TOKEN_URL}?` } },
     { claims: { htm: 'PUT' } },
     { send: { requestId: 'another-request' } },
   ];
