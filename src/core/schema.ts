@@ -172,16 +172,157 @@ export async function validateWithSchema<S extends SvcSchema>(
 }
 
 /**
+ * What JSON Schema cannot say about a value JSON cannot carry (a `Date`, a `bigint`, `undefined`,
+ * a symbol, a class instance) or about a transform's result. arktype's Standard JSON Schema hook
+ * answers `{}` ("anything") there unless told otherwise, which would publish a field no JSON
+ * caller can ever fill as one that takes any value; these handlers make it refuse instead, as
+ * zod does on its own. A narrowing predicate still degrades to its base type (as zod's refine
+ * does): the published schema is then looser than validation, never wrong about the type.
+ */
+function unrepresentable(what: string): () => never {
+  return () => {
+    throw new TypeError(`${what} cannot be represented in JSON Schema`);
+  };
+}
+
+const LIBRARY_OPTIONS: Record<string, Record<string, unknown>> = {
+  arktype: {
+    fallback: {
+      date: unrepresentable('a Date'),
+      domain: unrepresentable('a bigint, symbol or undefined'),
+      morph: unrepresentable('the result of a transform (morph)'),
+      proto: unrepresentable('an instance of a class'),
+      symbolKey: unrepresentable('a symbol key'),
+      unit: unrepresentable('a literal that is not JSON'),
+    },
+  },
+};
+
+/**
  * The JSON Schema (draft 2020-12) of a schema's input or output side.
- * Throws when the library cannot convert the schema, so a definition cannot publish a lie.
+ * Throws when the library cannot convert the schema, or converts it to something that is not
+ * JSON data, so a definition cannot publish a lie.
  */
 export function jsonSchemaOf(schema: SvcSchema, side: ValidationSide): JsonSchema {
-  const converter = schema['~standard'].jsonSchema;
+  const standard = schema['~standard'];
+  const libraryOptions = LIBRARY_OPTIONS[standard.vendor];
+  const options = {
+    target: 'draft-2020-12' as const,
+    ...(libraryOptions !== undefined ? { libraryOptions } : {}),
+  };
   const projected = side === 'input'
-    ? converter.input({ target: 'draft-2020-12' })
-    : converter.output({ target: 'draft-2020-12' });
+    ? standard.jsonSchema.input(options)
+    : standard.jsonSchema.output(options);
   if (projected === null || typeof projected !== 'object' || Array.isArray(projected)) {
     throw new TypeError(`the ${side} schema projected a non-object JSON Schema`);
   }
+  const problem = nonJsonProblem(projected, '', new Set());
+  if (problem !== undefined) {
+    throw new TypeError(`the ${side} schema projected ${problem}, which JSON cannot carry`);
+  }
+  const keyword = numericKeywordProblem(projected, '');
+  if (keyword !== undefined) {
+    throw new TypeError(`the ${side} schema projected ${keyword}, which must be a number`);
+  }
   return projected;
+}
+
+// The JSON Schema 2020-12 keywords whose value must be a number, and where subschemas sit: a
+// library can write `null` for a bound it cannot express (zod does for `.max(Infinity)`).
+const NUMERIC_KEYWORDS = [
+  'maximum',
+  'minimum',
+  'exclusiveMaximum',
+  'exclusiveMinimum',
+  'multipleOf',
+  'maxLength',
+  'minLength',
+  'maxItems',
+  'minItems',
+  'maxProperties',
+  'minProperties',
+  'maxContains',
+  'minContains',
+] as const;
+const SUBSCHEMA_MAPS = [
+  'properties',
+  'patternProperties',
+  '$defs',
+  'definitions',
+  'dependentSchemas',
+];
+const SUBSCHEMA_LISTS = ['allOf', 'anyOf', 'oneOf', 'prefixItems'];
+const SUBSCHEMA_SLOTS = [
+  'items',
+  'additionalItems',
+  'additionalProperties',
+  'unevaluatedItems',
+  'unevaluatedProperties',
+  'contains',
+  'propertyNames',
+  'not',
+  'if',
+  'then',
+  'else',
+];
+
+/** The first numeric keyword, anywhere in the schema, whose value is not a number. */
+function numericKeywordProblem(schema: unknown, path: string): string | undefined {
+  if (schema === null || typeof schema !== 'object') return undefined;
+  if (Array.isArray(schema)) return firstProblem(schema, path);
+  const record = schema as Record<string, unknown>;
+  for (const keyword of NUMERIC_KEYWORDS) {
+    if (Object.hasOwn(record, keyword) && typeof record[keyword] !== 'number') {
+      return `${keyword}: ${JSON.stringify(record[keyword])} at ${path || '/'}`;
+    }
+  }
+  for (const name of SUBSCHEMA_MAPS) {
+    const map = record[name];
+    if (map === null || typeof map !== 'object' || Array.isArray(map)) continue;
+    for (const [key, subschema] of Object.entries(map)) {
+      const problem = numericKeywordProblem(subschema, `${path}/${name}/${key}`);
+      if (problem !== undefined) return problem;
+    }
+  }
+  for (const name of [...SUBSCHEMA_LISTS, ...SUBSCHEMA_SLOTS]) {
+    if (!Object.hasOwn(record, name)) continue;
+    const problem = numericKeywordProblem(record[name], `${path}/${name}`);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+function firstProblem(subschemas: unknown[], path: string): string | undefined {
+  for (const [index, subschema] of subschemas.entries()) {
+    const problem = numericKeywordProblem(subschema, `${path}/${index}`);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+/**
+ * Where a projected schema holds something other than JSON data (`Infinity` or `NaN`, which
+ * serialise as `null`; `undefined`, a function, a `Date` or another class instance; a cycle),
+ * or `undefined` when it is all JSON. Served as JSON, such a document would differ from the one
+ * the service reports, and would not be a valid JSON Schema.
+ */
+function nonJsonProblem(value: unknown, path: string, seen: Set<object>): string | undefined {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
+  if (typeof value === 'number') {
+    return Number.isFinite(value) ? undefined : `${String(value)} at ${path || '/'}`;
+  }
+  if (typeof value !== 'object') return `a value of type ${typeof value} at ${path || '/'}`;
+  if (seen.has(value)) return `a cycle at ${path || '/'}`;
+  const prototype = Object.getPrototypeOf(value);
+  const isArray = Array.isArray(value);
+  if (!isArray && prototype !== Object.prototype && prototype !== null) {
+    return `an object that is not plain data at ${path || '/'}`;
+  }
+  seen.add(value);
+  for (const [key, member] of Object.entries(value)) {
+    const problem = nonJsonProblem(member, `${path}/${key}`, seen);
+    if (problem !== undefined) return problem;
+  }
+  seen.delete(value);
+  return undefined;
 }

@@ -12,7 +12,7 @@
 import { SvcConfigurationError } from '../core/errors.ts';
 import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
-import { rpcPathProblem, scopeNameProblem } from '../service/identifiers.ts';
+import { hasLookalikeCharacter, rpcPathProblem, scopeNameProblem } from '../service/identifiers.ts';
 import { SERVICE_DISCOVERY_PATH } from '../service/service.ts';
 import {
   cloudflareServiceBindingRpc,
@@ -97,8 +97,6 @@ const SERVICE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 /** Caller ids are service ids, but a grant only needs them to be unambiguous text. */
 const MAX_CALLER_ID_LENGTH = 256;
-// deno-lint-ignore no-control-regex
-const FORBIDDEN_CALLER_CHARACTER = /[\s\u0000-\u001f\u007f]/;
 
 /** Base of routes reached in-process or through a binding; the host is never resolved. */
 const internalBase = new URL('https://svc.internal/');
@@ -143,11 +141,12 @@ function validateGrantCaller(value: unknown, label: string, field: string): stri
   if (typeof value !== 'string' || value.length === 0) {
     refuse(label, field, 'must be a non-empty string');
   }
-  if (value.length > MAX_CALLER_ID_LENGTH || FORBIDDEN_CALLER_CHARACTER.test(value)) {
+  if (value.length > MAX_CALLER_ID_LENGTH || hasLookalikeCharacter(value)) {
     refuse(
       label,
       field,
-      `must be at most ${MAX_CALLER_ID_LENGTH} characters without whitespace or control characters`,
+      `must be at most ${MAX_CALLER_ID_LENGTH} characters without whitespace, control or invisible ` +
+        'format characters',
     );
   }
   return value;

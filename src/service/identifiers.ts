@@ -25,10 +25,15 @@ export const MCP_TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 /** Longest scope name accepted. */
 export const MAX_SCOPE_NAME_LENGTH = 256;
 
-// Whitespace and control characters would make two scopes look equal in logs and configuration
-// while comparing unequal, so they are refused outright.
-// deno-lint-ignore no-control-regex
-const SCOPE_FORBIDDEN_CHARACTER = /[\s\u0000-\u001f\u007f]/;
+/**
+ * Whether `text` holds whitespace, a control character (C0 or C1, such as U+0085 or the terminal
+ * escape U+009B) or an invisible format character (zero-width, bidi override, soft hyphen). Such
+ * names would look equal in logs and configuration while comparing unequal, so names that are
+ * matched exactly (scopes, grant callers) refuse them outright.
+ */
+export function hasLookalikeCharacter(text: string): boolean {
+  return /[\s\p{Cc}\p{Cf}]/u.test(text);
+}
 
 /**
  * Method names that a caller could not reach, or that would change how the ability object
@@ -38,6 +43,9 @@ const SCOPE_FORBIDDEN_CHARACTER = /[\s\u0000-\u001f\u007f]/;
  */
 const RESERVED_METHOD_NAMES: ReadonlySet<string> = new Set([
   'authenticate',
+  // A caller's session answers it itself, so that logging or serialising a session never
+  // sends a call.
+  'toJSON',
   'constructor',
   'then',
   'catch',
@@ -70,8 +78,8 @@ export function scopeNameProblem(scope: unknown): string | undefined {
   if (scope.length > MAX_SCOPE_NAME_LENGTH) {
     return `must be at most ${MAX_SCOPE_NAME_LENGTH} characters`;
   }
-  if (SCOPE_FORBIDDEN_CHARACTER.test(scope)) {
-    return 'must not contain whitespace or control characters';
+  if (hasLookalikeCharacter(scope)) {
+    return 'must not contain whitespace, control or invisible format characters';
   }
   return undefined;
 }

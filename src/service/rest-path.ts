@@ -68,16 +68,51 @@ export function variableMissingFromInput(
   return variables.find((name) => !inputFields.has(name));
 }
 
+/** How many local `$ref` hops lead from an input schema's root to its object schema at most. */
+const MAX_ROOT_REF_HOPS = 8;
+
 /**
  * The top-level field names of an input JSON Schema (`properties`), or an empty set when the
- * schema declares none. Only own keys count, so `constructor` never appears by accident.
+ * schema declares none. A root that is a local reference (`{ $ref: '#/$defs/X', $defs }`, as
+ * libraries write a recursive or named schema) is followed to the object it names. Only own
+ * keys count, so `constructor` never appears by accident.
  */
 export function topLevelInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
-  const properties = inputJsonSchema.properties;
+  const properties = rootObjectSchema(inputJsonSchema)?.properties;
   if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) {
     return new Set();
   }
   return new Set(Object.keys(properties));
+}
+
+/** The schema a root `$ref` chain ends at, or `undefined` when it leaves the document. */
+function rootObjectSchema(schema: Record<string, unknown>): Record<string, unknown> | undefined {
+  let current = schema;
+  for (let hop = 0; typeof current.$ref === 'string'; hop++) {
+    if (hop === MAX_ROOT_REF_HOPS) return undefined;
+    const target = localDefinition(schema, current.$ref);
+    if (target === undefined) return undefined;
+    current = target;
+  }
+  return current;
+}
+
+/** The `#/$defs/<name>` (or `#/definitions/<name>`) entry `ref` names in `root`, if any. */
+function localDefinition(
+  root: Record<string, unknown>,
+  ref: string,
+): Record<string, unknown> | undefined {
+  const match = /^#\/(\$defs|definitions)\/([^/~]+)$/.exec(ref);
+  if (match === null) return undefined;
+  const definitions = root[match[1]];
+  if (definitions === null || typeof definitions !== 'object' || Array.isArray(definitions)) {
+    return undefined;
+  }
+  if (!Object.hasOwn(definitions, match[2])) return undefined;
+  const target = (definitions as Record<string, unknown>)[match[2]];
+  return target !== null && typeof target === 'object' && !Array.isArray(target)
+    ? target as Record<string, unknown>
+    : undefined;
 }
 
 /**

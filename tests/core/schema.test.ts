@@ -17,6 +17,12 @@ const arkNote = type({ title: 'string', count: 'number.integer' });
 // workerd permits code generation only at startup, where arktype compiles its validators, so
 // arktype schemas are declared at module scope.
 const arkFound = type({ id: 'string', found: 'boolean' });
+const arkDate = type({ at: 'Date' });
+const arkBigint = type({ n: 'bigint' });
+const arkSymbol = type({ s: 'symbol' });
+const arkUndefinedField = type({ u: 'undefined' });
+const arkMap = type({ m: ['instanceof', Map] });
+const arkNarrowed = type({ even: type('number').narrow((n) => n % 2 === 0) });
 
 /** A schema whose validate is under test control; the JSON Schema side is well formed. */
 function fakeSchema(validate: (value: unknown) => unknown): SvcSchema {
@@ -264,6 +270,75 @@ test('jsonSchemaOf refuses a projection that is not an object', () => {
   } as unknown as SvcSchema;
   assert.throws(() => jsonSchemaOf(bad, 'input'), TypeError);
   assert.throws(() => jsonSchemaOf(bad, 'output'), TypeError);
+});
+
+test('jsonSchemaOf refuses arktype types JSON cannot carry, never projecting them as {}', () => {
+  // arktype's Standard JSON Schema hook answers `{}` ("anything") for these by default: a field
+  // no JSON caller can fill would be published as one that takes any value.
+  const cases: [string, SvcSchema, RegExp][] = [
+    ['Date', arkDate, /a Date cannot be represented/],
+    ['bigint', arkBigint, /bigint, symbol or undefined cannot be represented/],
+    ['symbol', arkSymbol, /bigint, symbol or undefined cannot be represented/],
+    ['undefined', arkUndefinedField, /cannot be represented/],
+    ['class instance', arkMap, /an instance of a class cannot be represented/],
+  ];
+  for (const [what, schema, message] of cases) {
+    for (const side of ['input', 'output'] as const) {
+      assert.throws(
+        () => jsonSchemaOf(schema, side),
+        (error: unknown) => error instanceof TypeError && message.test(error.message),
+        `${what} (${side})`,
+      );
+    }
+  }
+  // A narrowing predicate still projects its base type, as zod's refine does.
+  assert.deepEqual(jsonSchemaOf(arkNarrowed as SvcSchema, 'input'), {
+    $schema: DRAFT_2020_12,
+    type: 'object',
+    properties: { even: { type: 'number' } },
+    required: ['even'],
+  });
+});
+
+test('jsonSchemaOf refuses a projection that is not JSON data or has a non-numeric bound', () => {
+  const projecting = (projection: unknown) =>
+    ({
+      '~standard': {
+        version: 1,
+        vendor: 'fake',
+        validate: (value: unknown) => ({ value }),
+        jsonSchema: { input: () => projection, output: () => projection },
+      },
+    }) as unknown as SvcSchema;
+  const cyclic: Record<string, unknown> = { type: 'object' };
+  cyclic.properties = { self: cyclic };
+  const refused: [unknown, RegExp][] = [
+    [{ type: 'number', maximum: Infinity }, /Infinity at \/maximum, which JSON cannot carry/],
+    [{ type: 'object', properties: { n: { const: Number.NaN } } }, /NaN at \/properties\/n\/const/],
+    [{ type: 'object', default: undefined }, /type undefined at \/default/],
+    [{ type: 'string', format: new Date(0) }, /not plain data at \/format/],
+    [cyclic, /a cycle at \/properties\/self/],
+    // zod writes `null` for `.max(Infinity)`; JSON Schema needs a number there.
+    [
+      { anyOf: [{ type: 'string', maxLength: null }] },
+      /maxLength: null at \/anyOf\/0, which must be a number/,
+    ],
+    [{ $defs: { X: { type: 'array', minItems: '1' } } }, /minItems: "1" at \/\$defs\/X/],
+  ];
+  for (const [projection, message] of refused) {
+    assert.throws(
+      () => jsonSchemaOf(projecting(projection), 'input'),
+      (error: unknown) => error instanceof TypeError && message.test(error.message),
+      message.source,
+    );
+  }
+  // A property that happens to be named like a keyword is a subschema, not a bound.
+  const named = { type: 'object', properties: { maximum: { type: 'string' } } };
+  assert.deepEqual(jsonSchemaOf(projecting(named), 'input'), named);
+  assert.throws(
+    () => jsonSchemaOf(z.object({ n: z.number().max(Infinity) }), 'input'),
+    /maximum: null at \/properties\/n/,
+  );
 });
 
 test('jsonSchemaOf asks the library for draft 2020-12', () => {

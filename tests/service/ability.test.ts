@@ -106,6 +106,7 @@ test('method names must be reachable by name over RPC', () => {
       'authenticate',
       'constructor',
       'then',
+      'toJSON',
       'catch',
       'toString',
       'hasOwnProperty',

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { z } from 'zod';
 import { defineCapabilities } from '../../src/service/capabilities.ts';
+import { parseServiceDiscoveryDocument } from '../../src/service/discovery.ts';
+import { abilityMethod } from '../../src/service/method.ts';
+
+const anyObject = z.object({});
 
 function refuses(catalog: unknown, pattern: RegExp): void {
   assert.throws(
@@ -45,6 +50,34 @@ test('the input is copied: later edits do not change the catalog', () => {
 test('scope names must be non-empty without whitespace or control characters', () => {
   for (const name of ['', 'has space', 'tab\tname', 'line\nbreak', 'nul\u0000', 'x'.repeat(257)]) {
     refuses({ scopes: { [name]: {} } }, /scope/);
+  }
+});
+
+test('scope names refuse C1 controls and invisible format characters, wherever they are declared', () => {
+  // NEL, the terminal escape CSI, a zero-width space, a bidi override, a soft hyphen: each makes
+  // a name that prints like another while comparing unequal.
+  const lookalikes = ['\u0085', '\u009b31m', '\u200b', '\u202e', '\u00ad'];
+  for (const tail of lookalikes) {
+    const scope = `svc-a.read${tail}`;
+    refuses({ scopes: { [scope]: {} } }, /invisible format characters/);
+    assert.throws(
+      () => abilityMethod({ input: anyObject, output: anyObject, scopes: [scope] }),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError && /invisible format characters/.test(error.message),
+      JSON.stringify(scope),
+    );
+    assert.throws(
+      () =>
+        parseServiceDiscoveryDocument({
+          id: 'svc-a',
+          title: 'A',
+          version: '1',
+          capabilities: { serviceId: 'svc-a', scopes: { [scope]: {} } },
+          abilities: [],
+        }, 'svc-a'),
+      SvcConfigurationError,
+      JSON.stringify(scope),
+    );
   }
 });
 

@@ -101,6 +101,42 @@ test('rest.path must start with / and use whole-segment variables that are input
   }
 });
 
+/** A recursive input: zod writes it as `{ $ref: '#/$defs/Category', $defs: { Category } }`. */
+const Category: z.ZodType = z.object({
+  name: z.string(),
+  get children() {
+    return z.array(Category).optional();
+  },
+}).meta({ id: 'MethodTestCategory' });
+
+test('REST r3 follows an input schema whose root is a local $ref to the object it names', () => {
+  assert.equal(
+    methodJsonSchemas(
+      abilityMethod({ input: Category, output: anyOutput }),
+    ).input.$ref,
+    '#/$defs/MethodTestCategory',
+  );
+  const method = abilityMethod({
+    input: Category,
+    output: anyOutput,
+    rest: { method: 'get', path: '/categories/{name}' },
+  });
+  assert.deepEqual(method.rest, { method: 'get', path: '/categories/{name}', status: 200 });
+  refuses(
+    { input: Category, output: anyOutput, rest: { method: 'get', path: '/categories/{slug}' } },
+    /\{slug\} is not a top-level input field/,
+  );
+  // A field of a nested definition is not a top-level field.
+  refuses(
+    {
+      input: Category,
+      output: anyOutput,
+      rest: { method: 'get', path: '/categories/{children}/{x}' },
+    },
+    /\{x\} is not a top-level input field/,
+  );
+});
+
 test('REST r3 path variables are checked against the input JSON Schema of any library', () => {
   const method = abilityMethod({
     input: arkItem,
