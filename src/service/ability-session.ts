@@ -7,10 +7,21 @@
  * in a fresh batch that repeats `authenticate` with the same token, so one session serves calls
  * over time; over WebSocket and custom transports one session carries every call.
  *
- * Deadlines: `timeoutMs` is the caller's budget for each call, token and proof included. Each
- * outbound batch (or, on WebSocket, the socket at open) carries what is left of it, and the
- * local wait ends `SVC_TIMEOUT_GRACE_MS` after the budget so the peer's own verdict normally
- * arrives first. A timed-out call rejects with `SvcTimeoutError`; the session stays usable.
+ * Renewal: once credentials near their end the next call starts a renewal in the background and
+ * still travels with them; only credentials that can no longer be presented (the token expired,
+ * or over HTTP-batch the proof is too old) make a call wait for new ones. A failed renewal fails
+ * no call while the credentials in hand are valid; a later call tries again.
+ *
+ * Deadlines: `timeoutMs` is the caller's budget for each call, token and proof included. A call
+ * waits for credentials only within what is left of its budget; one that gives up drops the
+ * request it waited on (unless a newer one replaced it), so a token request that stalls once
+ * does not hold later calls. Each outbound batch (or, on WebSocket, the socket at open) carries
+ * what is left of the budget, so an HTTP-batch call shares a batch only with calls whose budget
+ * ends within {@link BATCH_DEADLINE_TOLERANCE_MS} of its own. The local wait for the peer ends
+ * `SVC_TIMEOUT_GRACE_MS` after the budget so the peer's own verdict normally arrives first. A
+ * timed-out call rejects with `SvcTimeoutError`; the session stays usable. Without a budget
+ * nothing in the session bounds a call: it waits as long as the token requester and the peer
+ * take.
  *
  * @module
  */
@@ -22,6 +33,7 @@ import {
   SvcTimeoutError,
 } from '../core/errors.ts';
 import { callerWaitMs } from '../core/deadline.ts';
+import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from './proof-verify.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
@@ -59,7 +71,11 @@ export interface AbilitySessionOptions {
   scopes: string[];
   requestToken: TokenRequester;
   transport: RpcTransportFactory;
-  /** Budget of each call in milliseconds, token issuance included; `0` fails every call. */
+  /**
+   * Budget of each call in milliseconds, token issuance included; `0` fails every call. Without
+   * it nothing in the session bounds a call: a call waits as long as the token requester (the
+   * shipped requesters set no timeout of their own) and the peer take.
+   */
   timeoutMs?: number;
   idempotencyKey?: string;
   requestId?: string;
@@ -114,13 +130,19 @@ const STUB_RESERVED: ReadonlySet<string> = new Set(['dup', 'map', 'onRpcBroken']
 interface Credentials {
   token: string;
   proof?: string;
-  /** Epoch ms after which a new HTTP-batch should not reuse these credentials. */
-  reuseUntil: number;
   /**
-   * Epoch ms after which the token itself should be replaced: an open session transport
-   * authenticates again with a fresh token then (its proof only matters at authentication).
+   * Epoch ms from which a call starts renewing these credentials in the background (a session
+   * transport authenticates again on the same connection once the renewal arrives).
    */
   renewAt: number;
+  /** Epoch ms from which a call waits for new credentials instead of presenting these. */
+  usableUntil: number;
+}
+
+/** A call waiting for credentials, from whichever request brings them. */
+interface CredentialsWaiter {
+  arrived(credentials: Credentials): void;
+  abandon(error: unknown): void;
 }
 
 /** A session opened on the transport, with `authenticate` already pipelined on it. */
@@ -134,6 +156,8 @@ interface AuthenticatedSession {
   /** The token `ability` was authenticated with, and when to authenticate again. */
   token: string;
   renewAt: number;
+  /** Epoch ms at which the budget this session forwarded runs out (`undefined`: none). */
+  endsAt: number | undefined;
   /** `ability` once resolved, on a session transport (released at the next authentication). */
   // deno-lint-ignore no-explicit-any
   resolved?: any;
@@ -157,20 +181,60 @@ function isBoundToken(token: string): boolean {
  */
 export const MAX_CALLS_PER_BATCH = 1000;
 
-/** How long a proof is reused for new HTTP-batches; well inside its 60 s freshness window. */
-const PROOF_REUSE_MS = 30_000;
-/** Margin before a token's expiry after which a new HTTP-batch asks for a fresh token. */
-const TOKEN_EXPIRY_MARGIN_MS = 5_000;
+/**
+ * Largest difference between two calls' deadlines that still lets them share an HTTP-batch,
+ * whose one `X-Svc-Timeout` is the budget left to the call that opened it. Clocks tick and the
+ * wire counts in whole milliseconds, and a batch leaves a macrotask after it opens without
+ * measuring again, so a budget is only exact to about this much anyway; calls started further
+ * apart (say, one that waited longer for the token) go in separate batches, each carrying its
+ * own budget, since the service fails a call once the budget it received runs out.
+ */
+export const BATCH_DEADLINE_TOLERANCE_MS = 2;
 
-/** When a new HTTP-batch should stop reusing this token (read without verification). */
-function tokenReuseDeadline(token: string): number {
+/** Longest delay a timer takes (signed 32 bits); a longer one would fire at once. */
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
+/** How long a proof is reused for new HTTP-batches; well inside its freshness window. */
+const PROOF_REUSE_MS = 30_000;
+/** How long a proof can still open a batch: the service's window, before its clock skew. */
+const PROOF_USABLE_MS = CAPABILITY_PROOF_FRESHNESS_SECONDS * 1000;
+/** Margin before a token's expiry from which a call renews it in the background. */
+const TOKEN_RENEWAL_MARGIN_MS = 5_000;
+
+/** When the token expires (epoch ms, read without verification; never when not decodable). */
+function tokenExpiry(token: string): number {
   try {
     const exp = decodeJwt(token).exp;
-    if (typeof exp === 'number' && Number.isFinite(exp)) return exp * 1000 - TOKEN_EXPIRY_MARGIN_MS;
+    if (typeof exp === 'number' && Number.isFinite(exp)) return exp * 1000;
   } catch {
     // Not decodable: the service will refuse it; nothing to schedule.
   }
   return Number.POSITIVE_INFINITY;
+}
+
+/**
+ * When to renew credentials and until when they can still be presented. A session transport
+ * presents the proof only when it authenticates, right after the credentials arrive; every
+ * HTTP-batch authenticates afresh, so there the proof's age counts too.
+ */
+function credentialTimes(
+  token: string,
+  provedAt: number | undefined,
+  perBatch: boolean,
+): Pick<Credentials, 'renewAt' | 'usableUntil'> {
+  const expiresAt = tokenExpiry(token);
+  const renewAt = expiresAt - TOKEN_RENEWAL_MARGIN_MS;
+  if (provedAt === undefined || !perBatch) return { renewAt, usableUntil: expiresAt };
+  return {
+    renewAt: Math.min(renewAt, provedAt + PROOF_REUSE_MS),
+    usableUntil: Math.min(expiresAt, provedAt + PROOF_USABLE_MS),
+  };
+}
+
+/** Whether a call whose budget ends at `endsAt` may travel in `batch` (see the tolerance). */
+function sharesDeadline(batch: AuthenticatedSession, endsAt: number | undefined): boolean {
+  if (batch.endsAt === undefined || endsAt === undefined) return batch.endsAt === endsAt;
+  return Math.abs(batch.endsAt - endsAt) <= BATCH_DEADLINE_TOLERANCE_MS;
 }
 
 function requireText(value: unknown, name: string): string {
@@ -206,7 +270,12 @@ function validateOptions(options: AbilitySessionOptions): void {
 class AbilitySessionCore {
   readonly #options: AbilitySessionOptions;
   #disposed: SvcInternalError | undefined;
-  #credentials: Promise<Credentials> | undefined;
+  /** The credentials calls present, once a request brought some. */
+  #credentials: Credentials | undefined;
+  /** The token request calls share, until it settles or stalls (see `#sharedRequest`). */
+  #request: Promise<Credentials> | undefined;
+  #requestedAt = 0;
+  readonly #waiters = new Set<CredentialsWaiter>();
   #session: AuthenticatedSession | undefined;
   #batch: AuthenticatedSession | undefined;
   readonly #openBatches = new Set<AuthenticatedSession>();
@@ -277,6 +346,8 @@ class AbilitySessionCore {
     );
     for (const reject of this.#pending) reject(this.#disposed);
     this.#pending.clear();
+    for (const waiter of this.#waiters) waiter.abandon(this.#disposed);
+    this.#waiters.clear();
     this.#session?.opened.close();
     for (const batch of this.#openBatches) batch.opened.close();
     this.#openBatches.clear();
@@ -284,13 +355,13 @@ class AbilitySessionCore {
   }
 
   async #invoke(method: string, input: unknown, startedAt: number): Promise<unknown> {
-    const credentials = await this.#obtainCredentials();
+    const credentials = await this.#credentialsFor(method, startedAt);
     if (this.#disposed !== undefined) throw this.#disposed;
     const remaining = this.#remainingMs(startedAt);
     if (remaining !== undefined && remaining <= 0) {
       throw this.#timeoutError(method, this.#options.timeoutMs ?? 0);
     }
-    const session = this.#sessionFor(credentials, remaining);
+    const session = this.#sessionFor(credentials, startedAt, remaining);
     session.outstanding++;
     session.calls++;
     try {
@@ -313,30 +384,108 @@ class AbilitySessionCore {
   }
 
   /**
-   * The token (and proof, for a bound token), fetched once per session; a failure is retried.
-   * Every HTTP-batch is a session open at the service, so a batch-based session renews its
-   * credentials before the token expires or the proof stops being fresh (the requester's own
-   * cache makes a renewal cheap); a long-lived session transport authenticates only once.
+   * The credentials a call started at `startedAt` presents. Those in hand serve until they can
+   * no longer be presented; once due for renewal, the call also starts renewing them in the
+   * background. Without usable credentials the call waits for a request's answer, within its
+   * budget.
    */
-  async #obtainCredentials(): Promise<Credentials> {
-    if (this.#credentials !== undefined) {
-      const current = this.#credentials;
-      const credentials = await current.catch(() => undefined);
-      const due = this.#options.transport.kind === 'http-batch'
-        ? credentials?.reuseUntil
-        : credentials?.renewAt;
-      if (due !== undefined && Date.now() >= due) {
-        if (this.#credentials === current) this.#credentials = undefined;
+  #credentialsFor(method: string, startedAt: number): Credentials | Promise<Credentials> {
+    const credentials = this.#credentials;
+    const now = Date.now();
+    if (credentials === undefined || now >= credentials.usableUntil) {
+      return this.#awaitCredentials(method, startedAt);
+    }
+    if (now >= credentials.renewAt && this.#sharedRequest() === undefined) {
+      // Nobody waits on this renewal, so its failure fails no call: the credentials in hand stay
+      // in use until they expire, and the next call due for renewal asks again.
+      this.#requestCredentials();
+    }
+    return credentials;
+  }
+
+  /**
+   * The pending request calls may share. One that has not answered within a call's budget is
+   * taken as stalled, so the next call asks again instead of sharing it: a waiting call drops
+   * it when it gives up, and this catches a renewal nobody waits on before the credentials in
+   * hand expire. Without a budget only an answer or a failure ends a request.
+   */
+  #sharedRequest(): Promise<Credentials> | undefined {
+    const budget = this.#options.timeoutMs;
+    if (budget !== undefined && Date.now() - this.#requestedAt >= budget) return undefined;
+    return this.#request;
+  }
+
+  /**
+   * Starts a token request as the one later calls share. Its answer becomes the session's
+   * credentials and reaches every waiting call; a request a waiting call gave up on (no longer
+   * the shared one) still delivers, so a token that arrives late is not lost, but it replaces
+   * credentials in hand only when it outlasts them.
+   */
+  #requestCredentials(): Promise<Credentials> {
+    const request = this.#fetchCredentials();
+    this.#request = request;
+    this.#requestedAt = Date.now();
+    request.then(
+      (credentials) => {
+        const shared = this.#request === request;
+        if (shared) this.#request = undefined;
+        this.#deliver(credentials, shared);
+      },
+      () => {
+        if (this.#request === request) this.#request = undefined;
+      },
+    );
+    return request;
+  }
+
+  /**
+   * Takes in a request's answer and hands the session's credentials to every waiting call. The
+   * shared request's answer always replaces what is in hand (it is the requester's latest word);
+   * a late answer from a request calls gave up on only when it lasts longer.
+   */
+  #deliver(credentials: Credentials, shared: boolean): void {
+    const current = this.#credentials;
+    if (
+      this.#disposed === undefined &&
+      (shared || current === undefined || Date.now() >= current.usableUntil ||
+        credentials.usableUntil > current.usableUntil)
+    ) {
+      this.#credentials = credentials;
+    }
+    const delivered = this.#credentials ?? credentials;
+    for (const waiter of this.#waiters) waiter.arrived(delivered);
+  }
+
+  /**
+   * Waits for credentials from the shared request (starting one when there is none) or from any
+   * other request that answers first, but no longer than the call's remaining budget. The
+   * request's failure fails the call. A call that gives up drops the request if it is still the
+   * shared one, so the next call asks the requester again instead of waiting on a request that
+   * may never answer; calls already waiting on it keep their own budgets.
+   */
+  #awaitCredentials(method: string, startedAt: number): Promise<Credentials> {
+    const request = this.#sharedRequest() ?? this.#requestCredentials();
+    const remaining = this.#remainingMs(startedAt);
+    return new Promise((resolve, reject) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waiter: CredentialsWaiter = {
+        arrived: (credentials) => settle(() => resolve(credentials)),
+        abandon: (error) => settle(() => reject(error)),
+      };
+      const settle = (finish: () => void) => {
+        if (!this.#waiters.delete(waiter)) return;
+        if (timer !== undefined) clearTimeout(timer);
+        finish();
+      };
+      this.#waiters.add(waiter);
+      request.catch(waiter.abandon);
+      if (remaining !== undefined) {
+        timer = setTimeout(() => {
+          if (this.#request === request) this.#request = undefined;
+          waiter.abandon(this.#timeoutError(method, this.#options.timeoutMs ?? 0));
+        }, Math.min(Math.max(0, remaining), MAX_TIMER_DELAY_MS));
       }
-    }
-    if (this.#credentials === undefined) {
-      const pending = this.#fetchCredentials();
-      this.#credentials = pending;
-      pending.catch(() => {
-        if (this.#credentials === pending) this.#credentials = undefined;
-      });
-    }
-    return this.#credentials;
+    });
   }
 
   async #fetchCredentials(): Promise<Credentials> {
@@ -352,8 +501,8 @@ class AbilitySessionCore {
         reason: 'token_missing',
       });
     }
-    const reuseUntil = tokenReuseDeadline(token);
-    if (!isBoundToken(token)) return { token, reuseUntil, renewAt: reuseUntil };
+    const perBatch = this.#options.transport.kind === 'http-batch';
+    if (!isBoundToken(token)) return { token, ...credentialTimes(token, undefined, perBatch) };
     const prover = this.#options.proveTokenPossession ?? requestToken.proveTokenPossession;
     if (typeof prover !== 'function') {
       throw new CapabilityAuthError(
@@ -362,13 +511,9 @@ class AbilitySessionCore {
         { reason: 'proof_signer_missing' },
       );
     }
+    const provedAt = Date.now();
     const proof = await prover({ token, targetServiceId, abilityId });
-    return {
-      token,
-      proof,
-      reuseUntil: Math.min(reuseUntil, Date.now() + PROOF_REUSE_MS),
-      renewAt: reuseUntil,
-    };
+    return { token, proof, ...credentialTimes(token, provedAt, perBatch) };
   }
 
   #metadata(remaining: number | undefined): OutboundRpcMetadata {
@@ -393,6 +538,7 @@ class AbilitySessionCore {
       calls: 0,
       token,
       renewAt,
+      endsAt: remaining === undefined ? undefined : Date.now() + remaining,
     };
   }
 
@@ -434,9 +580,10 @@ class AbilitySessionCore {
       },
       () => {
         if (session.ability !== ability) return;
+        // Credentials a renewal brought since are kept: the next call authenticates with them.
+        if (this.#credentials?.token === session.token) this.#credentials = undefined;
         session.token = '';
         session.renewAt = Number.NEGATIVE_INFINITY;
-        this.#credentials = undefined;
       },
     );
   }
@@ -454,14 +601,23 @@ class AbilitySessionCore {
     session.opened.close();
   }
 
-  /** The authenticated session a call made now travels with, opening one when needed. */
-  #sessionFor(credentials: Credentials, remaining: number | undefined): AuthenticatedSession {
+  /**
+   * The authenticated session a call made now travels with, opening one when needed. A call
+   * joins the open HTTP-batch only when its budget ends with the budget the batch forwards.
+   */
+  #sessionFor(
+    credentials: Credentials,
+    startedAt: number,
+    remaining: number | undefined,
+  ): AuthenticatedSession {
     if (this.#options.transport.kind !== 'http-batch') {
       return this.#longLivedSession(credentials, remaining);
     }
+    const budget = this.#options.timeoutMs;
     if (
       this.#batch === undefined || !this.#batch.opened.acceptsCalls() ||
-      this.#batch.calls >= MAX_CALLS_PER_BATCH
+      this.#batch.calls >= MAX_CALLS_PER_BATCH ||
+      !sharesDeadline(this.#batch, budget === undefined ? undefined : startedAt + budget)
     ) {
       this.#batch = this.#open(credentials, remaining);
       this.#openBatches.add(this.#batch);

@@ -280,6 +280,32 @@ test('Limits r3: over HTTP-batch the budget is per call, over WebSocket fixed at
   await assertRefusal(overSocket.sleep({ ms: 350 }), TIMEOUT);
 });
 
+test('Limits r3: over HTTP-batch, calls that waited for one token each forward their own budget', async () => {
+  const fx = await createFixture();
+  const { token } = deployTimed(fx);
+  const issued = await token;
+  const batch = fx.httpBatch('svc-c');
+  // A cold session: its one token request takes 800 ms of each call's 1000 ms budget.
+  using session = fx.session<TimedApi>('svc-c.timed', {
+    requester: async () => (await delay(800), issued),
+    transport: batch.transport,
+    timeoutMs: 1000,
+  });
+  const early = session.remaining({});
+  await delay(700);
+  // Started 700 ms later, this call shares the token request but has about 900 ms left when
+  // the token arrives, where the first has about 200.
+  const late = session.remaining({});
+  const [first, second] = await Promise.all([early, late]);
+  assert.ok(first.remaining !== null && first.remaining <= 200, `first: ${first.remaining}`);
+  assert.ok(second.remaining !== null && second.remaining > 500, `second: ${second.remaining}`);
+  const forwarded = batch.exchanges.map((e) => Number(e.request.headers.get('x-svc-timeout')));
+  assert.equal(forwarded.length, 2, `one batch each (forwarded ${forwarded.join(', ')})`);
+  // Calls made together still travel in one batch with one budget.
+  await Promise.all([session.remaining({}), session.remaining({}), session.remaining({})]);
+  assert.equal(batch.exchanges.length, 3);
+});
+
 test('Limits r3: honoured from any caller without ingress, never an authorization input', async () => {
   const fx = await createFixture();
   assert.equal(fx.services['svc-a'].discovery().ingress, undefined);

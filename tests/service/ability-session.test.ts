@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { RpcSession } from 'capnweb';
+import { decodeJwt } from 'jose';
 import {
   CapabilityAuthError,
   SvcConfigurationError,
@@ -29,6 +30,7 @@ import {
   FakeMain,
   fakeRpcEndpoint,
   newFakeRecord,
+  renewableFakeJwt,
 } from '../support/fake-main.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import { MessagePortRpcTransport } from '../support/message-port-transport.ts';
@@ -348,6 +350,152 @@ test('a failed token request fails the call and the next call asks again', async
   await assert.rejects(session.echo({ value: 'x' }), /plane down/);
   assert.deepEqual(await session.echo({ value: 'y' }), { value: 'y' });
   assert.equal(attempts, 2);
+});
+
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A token request that never answers (a plane that accepted the connection and went silent). */
+const stalled = () => new Promise<string>(() => {});
+
+test('a token request that stalls fails the waiting call at its budget and the next call asks again', async () => {
+  const endpoint = fakeRpcEndpoint();
+  let requests = 0;
+  const budget = 50;
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: budget,
+    requestToken: () => ++requests === 1 ? stalled() : Promise.resolve(FAKE_TOKEN),
+  }));
+  try {
+    const started = Date.now();
+    await assert.rejects(session.echo({ value: 'first' }), SvcTimeoutError);
+    const waited = Date.now() - started;
+    // No peer verdict to wait for: the call gives up at its budget, not budget plus grace.
+    assert.ok(waited >= budget - 5 && waited < budget + SVC_TIMEOUT_GRACE_MS, `waited ${waited}`);
+    assert.deepEqual(await session.echo({ value: 'second' }), { value: 'second' });
+    assert.equal(requests, 2, 'the second call asked the requester again');
+    assert.deepEqual(await session.echo({ value: 'third' }), { value: 'third' });
+    assert.equal(requests, 2, 'and its token serves later calls');
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('calls waiting for a token together share one request while it answers within their budgets', async () => {
+  const endpoint = fakeRpcEndpoint();
+  let requests = 0;
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 1_000,
+    requestToken: async () => {
+      requests++;
+      await delay(100);
+      return FAKE_TOKEN;
+    },
+  }));
+  try {
+    const first = [session.echo({ value: 'a' }), session.echo({ value: 'b' })];
+    await delay(40);
+    const later = session.echo({ value: 'c' });
+    assert.deepEqual(await Promise.all([...first, later]), [
+      { value: 'a' },
+      { value: 'b' },
+      { value: 'c' },
+    ]);
+    assert.equal(requests, 1);
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('a token that arrives after its caller gave up is kept for the next call', async () => {
+  const endpoint = fakeRpcEndpoint();
+  let requests = 0;
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 50,
+    requestToken: async () => {
+      requests++;
+      await delay(150);
+      return FAKE_TOKEN;
+    },
+  }));
+  try {
+    await assert.rejects(session.echo({ value: 'too soon' }), SvcTimeoutError);
+    await delay(200);
+    assert.deepEqual(await session.echo({ value: 'later' }), { value: 'later' });
+    assert.equal(requests, 1, 'the late token served the next call without a new request');
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('a call waits for a renewal only once the token in hand has expired', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  // A token that expires within 2 s, so due for renewal at once; its renewal answers only
+  // 200 ms after it expired.
+  const firstExp = Math.floor(Date.now() / 1000) + 2;
+  let requests = 0;
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 5_000,
+    requestToken: async () => {
+      if (++requests === 1) return renewableFakeJwt({ exp: firstExp, jti: 'first' });
+      await delay(firstExp * 1000 + 200 - Date.now());
+      return renewableFakeJwt({ exp: firstExp + 60, jti: 'renewed' });
+    },
+  }));
+  try {
+    await session.echo({ value: 'first token' });
+    // Due for renewal: the call starts it and still goes out at once with the valid token.
+    const started = Date.now();
+    await session.echo({ value: 'renewing' });
+    assert.ok(Date.now() - started < 500, `waited ${Date.now() - started} ms`);
+    assert.equal(requests, 2);
+    while (Date.now() < firstExp * 1000) await delay(20);
+    // Expired: the call waits for the renewal under way.
+    assert.deepEqual(await session.echo({ value: 'expired' }), { value: 'expired' });
+    assert.ok(Date.now() >= firstExp * 1000 + 150, 'it waited for the renewal');
+    assert.equal(requests, 2, 'no second renewal');
+    assert.deepEqual(
+      record.authenticated.map(({ token }) => decodeJwt(token).jti),
+      ['first', 'first', 'renewed'],
+    );
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('a renewal that does not answer within a call budget is asked again while the token is valid', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  // A token valid for 3 s or more but due for renewal at once; a renewal that never answers;
+  // then a long-lived token.
+  const now = Math.floor(Date.now() / 1000);
+  const answers = [
+    () => Promise.resolve(renewableFakeJwt({ exp: now + 4, jti: 'first' })),
+    stalled,
+    () => Promise.resolve(renewableFakeJwt({ exp: now + 60, jti: 'last' })),
+  ];
+  let requests = 0;
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 100,
+    requestToken: () => answers[Math.min(requests++, answers.length - 1)](),
+  }));
+  try {
+    await session.echo({ value: 'first token' });
+    await session.echo({ value: 'starts the renewal' });
+    assert.equal(requests, 2);
+    await delay(150);
+    await session.echo({ value: 'renewal stalled' });
+    assert.equal(requests, 3, 'the renewal pending past one budget was asked again');
+    await delay(20);
+    await session.echo({ value: 'renewed' });
+    assert.deepEqual(
+      record.authenticated.map(({ token }) => decodeJwt(token).jti),
+      ['first', 'first', 'first', 'last'],
+      'no call failed or waited for a token meanwhile',
+    );
+  } finally {
+    disposeAbilitySession(session);
+  }
 });
 
 test('websocket: one socket per session, authenticate once, metadata in the query', async () => {
