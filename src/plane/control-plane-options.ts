@@ -35,7 +35,7 @@ export interface ControlPlaneOptions {
   httpCache?: HttpCacheOption;
   discoveryCache?: DiscoveryCacheOption;
   timeout?: TimeoutPolicy;
-  /** Event sink; `false` silences REST, broker, MCP and config events. */
+  /** Event sink of the plane's events (token endpoint, caller auth, catalog); `false` silences it. */
   log?: SvcLogOption;
   /**
    * Token lifetime in seconds, at most `MAX_CAPABILITY_TOKEN_TTL_SECONDS`; default

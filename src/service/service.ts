@@ -20,7 +20,7 @@ import { type ServiceDiscoveryDocument, serviceDiscoveryDocument } from './disco
 import { readInboundMetadata } from './inbound-metadata.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from './problem-json-app.ts';
 import { beginLogEventCollection, endLogEventCollection, recordLogEvent } from './log-events.ts';
-import { serveRpc } from './rpc-serve.ts';
+import { assertServableAbility, serveRpc } from './rpc-serve.ts';
 import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
 import { isWebSocketUpgradeRequest } from './websocket-upgrade.ts';
 
@@ -43,6 +43,7 @@ export function createService(options: ServiceOptions): SvcService {
   // deno-lint-ignore no-explicit-any
   const abilities = options.abilities as AbilityDefinition<any>[];
   assertUniqueProjections(abilities, resolved.id);
+  for (const ability of abilities) assertServableAbility(ability);
   const document = serviceDiscoveryDocument({
     id: resolved.id,
     title: resolved.title,

@@ -235,6 +235,49 @@ test('Ability definition rpc.transports: a streaming method needs websocket or a
   }
 });
 
+test('Ability definition rpc.transports: a service it could serve only over the native binding refuses to start, as not built yet', () => {
+  const serviceWith = (ability: ReturnType<typeof plainAbility>) =>
+    createService({
+      id: 'svc-c',
+      title: 'C',
+      version: '1',
+      auth: { jwks: staticJwks({ keys: [] }), issuer: 'https://issuer.test' },
+      abilities: [ability],
+      logger: false,
+    });
+  const streamingMethods = {
+    methods: { ticks: abilityMethod({ input: anyObject, output: anyObject, stream: true }) },
+    handler: () => ({ async *ticks() {} }),
+  };
+  const unservable = [
+    plainAbility({ rpc: { transports: ['cloudflare-binding-rpc'] } }),
+    plainAbility({
+      ...streamingMethods,
+      rpc: { transports: ['http-batch', 'cloudflare-binding-rpc'] },
+    }),
+  ];
+  for (const ability of unservable) {
+    assert.throws(
+      () => serviceWith(ability),
+      (error: unknown) =>
+        error instanceof Error && (error as { reason?: string }).reason === 'not_built_yet' &&
+        error.message.includes('svc-c.plain') && error.message.includes('cloudflare-binding-rpc'),
+      JSON.stringify(ability.rpc.transports),
+    );
+  }
+  // Beside a transport this version serves, the binding is declared and the service starts.
+  const served = serviceWith(
+    plainAbility({
+      ...streamingMethods,
+      rpc: { transports: ['websocket', 'cloudflare-binding-rpc'] },
+    }),
+  );
+  assert.deepEqual(served.discovery().abilities[0].rpc.transports, [
+    'websocket',
+    'cloudflare-binding-rpc',
+  ]);
+});
+
 test('Ability definition handler: a factory receiving context, identity, connInfo, signal, remainingTimeoutMs, idempotencyKey', async () => {
   const fx = await createFixture();
   assertRefusedDefinition(() => plainAbility({ handler: { ping() {} } }), 'handler');
