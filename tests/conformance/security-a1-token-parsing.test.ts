@@ -185,6 +185,24 @@ test('TOK-08 compact-form violations', async () => {
   for (const [label, bad] of cases) await assertRefused(verify(bad), 'token_malformed', label);
 });
 
+test('TOK-08 (advisory) a second encoding of the same signature bytes is refused', async () => {
+  const { authority, verify } = await tokenFixture();
+  const token = await signCapabilityToken(baselineClaims() as never, authority.signer);
+  const [h, p, s] = token.split('.');
+  // 64 signature bytes are 86 characters: the last one carries 4 unused bits. Setting one of
+  // them decodes to the same bytes, so only a canonical-encoding check can tell the two apart.
+  assert.equal(s.length, 86);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const last = alphabet.indexOf(s.at(-1)!);
+  const reencoded = `${h}.${p}.${s.slice(0, -1)}${alphabet[last ^ 1]}`;
+  await assertRefused(verify(reencoded), 'token_malformed', 'non-zero trailing bits');
+  // A spare character (length 4k+1) can encode nothing.
+  assert.equal(`${s}AAA`.length % 4, 1);
+  await assertRefused(verify(`${h}.${p}.${s}AAA`), 'token_malformed', 'spare character');
+  // Control: the canonical token verifies.
+  assert.equal((await verify(token)).identity.serviceId, baselineClaims().sub);
+});
+
 test('TOK-09 header or payload that is not a UTF-8 JSON object', async () => {
   const { keys, verify } = await tokenFixture();
   const notObjects = [{ raw: 'null' }, { raw: '[]' }, { raw: '"x"' }, { raw: '1' }, {

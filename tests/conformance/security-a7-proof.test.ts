@@ -162,6 +162,16 @@ test('POP-08 a proof key carrying the private member d is refused', async () => 
   await assertProofRefused(fx, 'svc-a.echo', token, proof, 'proof_invalid');
 });
 
+test('POP (advisory, explicit typing) a proof typed as anything but svc-pop+jwt is refused', async () => {
+  const fx = await createPlaneDeployment();
+  const token = await boundToken(fx);
+  // A caller assertion or a capability token signed by the same key is never a proof.
+  for (const typ of [undefined, 'JWT', 'svc-client+jwt', 'svc-capability+jwt', 'SVC-POP+JWT']) {
+    const proof = await craftedProof({ token, key: fx.keys.K1, header: { typ } });
+    await assertProofRefused(fx, 'svc-a.echo', token, proof, 'proof_invalid');
+  }
+});
+
 test('POP-09 alg none and HS256 proofs are refused', async () => {
   const fx = await createPlaneDeployment();
   const token = await boundToken(fx);

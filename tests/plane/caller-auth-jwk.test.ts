@@ -92,6 +92,17 @@ test('JWKA-03 an expired assertion, or one issued or valid only in the future, i
   assert.equal(fixture.issued.length, 0);
 });
 
+test('an assertion without a jti of 1 to 256 characters is refused (DESIGN: the claims include jti)', async () => {
+  const fixture = await endpointFixture();
+  const key = fixture.keys.jk1.privateKey;
+  for (const jti of [undefined, '', 'x'.repeat(257), 42]) {
+    const parts = await forgedJwkParts(key, HEADER, (c) => ({ ...c, jti }));
+    await refusedWith(fixture, requestFrom(parts), 'assertion_jti_missing');
+  }
+  const longest = await forgedJwkParts(key, HEADER, (c) => ({ ...c, jti: 'x'.repeat(256) }));
+  assert.equal((await fixture.handle(requestFrom(longest))).status, 200);
+});
+
 test('JWKA-04 an unregistered key claiming kid jk1 is refused', async () => {
   const fixture = await endpointFixture();
   const parts = await signedJwkParts(fixture, { key: fixture.keys.attacker, keyId: 'jk1' });

@@ -346,6 +346,15 @@ test('non-200 answers are unreachable (500); invalid JSON, non-UTF-8 and oversiz
       { kind: 'text', body: ' '.repeat(MAX_DISCOVERY_DOCUMENT_BYTES + 1) },
       'unknown_target',
     ],
+    // A valid document padded past the limit: refused for its size alone.
+    [
+      {
+        kind: 'text',
+        body: JSON.stringify(discoveryDocumentFor('svc-a')) +
+          ' '.repeat(MAX_DISCOVERY_DOCUMENT_BYTES),
+      },
+      'unknown_target',
+    ],
   ];
   const a = fakeService('svc-a');
   const catalog = catalogOf([a.endpoint]);
@@ -468,6 +477,21 @@ test('a poisoned shared-cache entry is not trusted: it is refetched and replaced
   assert.ok(events.some((event) => event.event === 'svc.catalog.cache_rejected'));
   await settle();
   assert.equal(((await inner.get(discoveryCacheKey('svc-a'))) as { id: string }).id, 'svc-a');
+});
+
+test('REG-01 (cache): a document accepted for another target, stored under this key, is not served', async () => {
+  const inner = memoryRegistryCache();
+  const a = fakeService('svc-a');
+  const b = fakeService('svc-b');
+  const catalog = catalogOf([a.endpoint, b.endpoint], { caches: resolveDiscoveryCaches(inner) });
+  // svc-b's document, accepted and frozen by this process, put under svc-a's key (a shared
+  // cache written by another replica, or a key mix-up): the very object, not a copy.
+  const bDocument = (await catalog.target('svc-b', {}, 'token')).document;
+  await inner.set(discoveryCacheKey('svc-a'), bDocument, 60);
+  assert.equal(catalog.peek('svc-a', 'token'), undefined);
+  const resolved = await catalog.target('svc-a', {}, 'token');
+  assert.equal(resolved.document.id, 'svc-a');
+  assert.equal(a.requests.length, 1, 'svc-a was asked for its own document');
 });
 
 test('a failing registry cache costs a fetch, never a refusal', async () => {
