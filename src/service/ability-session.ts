@@ -137,6 +137,8 @@ interface Credentials {
   renewAt: number;
   /** Epoch ms from which a call waits for new credentials instead of presenting these. */
   usableUntil: number;
+  /** Epoch ms the proof was signed at (bound tokens only). */
+  provedAt?: number;
 }
 
 /** A call waiting for credentials, from whichever request brings them. */
@@ -187,7 +189,9 @@ export const MAX_CALLS_PER_BATCH = 1000;
  * wire counts in whole milliseconds, and a batch leaves a macrotask after it opens without
  * measuring again, so a budget is only exact to about this much anyway; calls started further
  * apart (say, one that waited longer for the token) go in separate batches, each carrying its
- * own budget, since the service fails a call once the budget it received runs out.
+ * own budget, since the service fails a call once the budget it received runs out. The price:
+ * calls that queued for the first token, started more than this far apart, leave in as many
+ * batches; forwarding one budget for all of them would tell some calls less time than they have.
  */
 export const BATCH_DEADLINE_TOLERANCE_MS = 2;
 
@@ -392,7 +396,10 @@ class AbilitySessionCore {
   #credentialsFor(method: string, startedAt: number): Credentials | Promise<Credentials> {
     const credentials = this.#credentials;
     const now = Date.now();
-    if (credentials === undefined || now >= credentials.usableUntil) {
+    if (
+      credentials === undefined || now >= credentials.usableUntil ||
+      this.#proofTooOldToPresent(credentials, now)
+    ) {
       return this.#awaitCredentials(method, startedAt);
     }
     if (now >= credentials.renewAt && this.#sharedRequest() === undefined) {
@@ -401,6 +408,22 @@ class AbilitySessionCore {
       this.#requestCredentials();
     }
     return credentials;
+  }
+
+  /**
+   * Whether a session transport would present these credentials' proof (it authenticates with
+   * them next) after the proof has aged past reuse: the service refuses a proof older than its
+   * freshness window, and a renewal that arrived in the background may be presented long after
+   * it was signed. The call then waits for credentials with a fresh proof. Credentials already
+   * presented on the open session need no proof again; HTTP-batch bounds the proof's age through
+   * `usableUntil`.
+   */
+  #proofTooOldToPresent(credentials: Credentials, now: number): boolean {
+    if (credentials.provedAt === undefined || this.#options.transport.kind === 'http-batch') {
+      return false;
+    }
+    if (this.#session !== undefined && this.#session.token === credentials.token) return false;
+    return now - credentials.provedAt >= PROOF_REUSE_MS;
   }
 
   /**
@@ -513,7 +536,7 @@ class AbilitySessionCore {
     }
     const provedAt = Date.now();
     const proof = await prover({ token, targetServiceId, abilityId });
-    return { token, proof, ...credentialTimes(token, provedAt, perBatch) };
+    return { token, proof, provedAt, ...credentialTimes(token, provedAt, perBatch) };
   }
 
   #metadata(remaining: number | undefined): OutboundRpcMetadata {
