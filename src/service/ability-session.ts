@@ -195,6 +195,13 @@ export const MAX_CALLS_PER_BATCH = 1000;
  */
 export const BATCH_DEADLINE_TOLERANCE_MS = 2;
 
+/**
+ * How long a token request may go unanswered before a session without a budget stops sharing
+ * it and asks again: long enough for any healthy plane, short enough that one request that
+ * never answers does not hold every later call of the session.
+ */
+export const STALLED_TOKEN_REQUEST_MS = 30_000;
+
 /** Longest delay a timer takes (signed 32 bits); a longer one would fire at once. */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
@@ -427,14 +434,15 @@ class AbilitySessionCore {
   }
 
   /**
-   * The pending request calls may share. One that has not answered within a call's budget is
-   * taken as stalled, so the next call asks again instead of sharing it: a waiting call drops
-   * it when it gives up, and this catches a renewal nobody waits on before the credentials in
-   * hand expire. Without a budget only an answer or a failure ends a request.
+   * The pending request calls may share. One that has not answered within a call's budget (or,
+   * without a budget, within {@link STALLED_TOKEN_REQUEST_MS}) is taken as stalled, so the next
+   * call asks again instead of sharing it: a waiting call drops it when it gives up, and this
+   * catches a renewal nobody waits on before the credentials in hand expire. Calls without a
+   * budget that already wait on a stalled request keep waiting; later ones are not held by it.
    */
   #sharedRequest(): Promise<Credentials> | undefined {
-    const budget = this.#options.timeoutMs;
-    if (budget !== undefined && Date.now() - this.#requestedAt >= budget) return undefined;
+    const patience = this.#options.timeoutMs ?? STALLED_TOKEN_REQUEST_MS;
+    if (Date.now() - this.#requestedAt >= patience) return undefined;
     return this.#request;
   }
 

@@ -16,6 +16,7 @@ import {
   type AbilitySessionOptions,
   disposeAbilitySession,
   type ProofSigner,
+  STALLED_TOKEN_REQUEST_MS,
   type TokenRequester,
 } from '../../src/service/ability-session.ts';
 import { cloudflareNativeRpc } from '../../src/service/transports/cloudflare-native.ts';
@@ -376,6 +377,37 @@ test('a token request that stalls fails the waiting call at its budget and the n
     assert.deepEqual(await session.echo({ value: 'third' }), { value: 'third' });
     assert.equal(requests, 2, 'and its token serves later calls');
   } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('without a budget, a token request unanswered for STALLED_TOKEN_REQUEST_MS is asked again, and every waiting call gets the answer', async () => {
+  const endpoint = fakeRpcEndpoint();
+  let requests = 0;
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    requestToken: () => ++requests === 1 ? stalled() : Promise.resolve(FAKE_TOKEN),
+  }));
+  const realNow = Date.now;
+  let offset = 0;
+  Date.now = () => realNow.call(Date) + offset;
+  try {
+    const held = session.echo({ value: 'held' });
+    await delay(5);
+    // Shared while it may still answer...
+    const alsoHeld = session.echo({ value: 'also held' });
+    await delay(5);
+    assert.equal(requests, 1);
+    // ...not once it has gone unanswered for STALLED_TOKEN_REQUEST_MS.
+    offset += STALLED_TOKEN_REQUEST_MS;
+    assert.deepEqual(await session.echo({ value: 'later' }), { value: 'later' });
+    assert.equal(requests, 2);
+    // The calls that waited on the stalled request take the new answer too.
+    assert.deepEqual(await Promise.all([held, alsoHeld]), [
+      { value: 'held' },
+      { value: 'also held' },
+    ]);
+  } finally {
+    Date.now = realNow;
     disposeAbilitySession(session);
   }
 });
