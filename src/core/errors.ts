@@ -274,12 +274,15 @@ export function svcErrorInfo(error: unknown): SvcErrorInfo {
       return withReason({ code, status: handlerStatus, retryable });
     }
     default: {
-      // `internal` keeps a valid 4xx/5xx status (a 405 for a stream over HTTP-batch, say).
+      // `internal` keeps a valid 4xx/5xx status (a 405 for a stream over HTTP-batch, say). A
+      // sender may withhold retry but never grant it beyond the status default, so a peer
+      // cannot make a 500 look transient (a handler that means it uses AbilityHandlerError).
       const internalStatus = status ?? 500;
-      const retryable = typeof record.retryable === 'boolean'
-        ? record.retryable
-        : isRetryableStatusByDefault(internalStatus);
-      return withReason({ code: 'internal', status: internalStatus, retryable });
+      return withReason({
+        code: 'internal',
+        status: internalStatus,
+        retryable: isRetryableStatusByDefault(internalStatus) && record.retryable !== false,
+      });
     }
   }
 }

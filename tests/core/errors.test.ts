@@ -169,6 +169,21 @@ test('svcErrorInfo reads local and received errors alike', () => {
   assert.equal(hasSvcErrorShape(received), true);
 });
 
+test('svcErrorInfo: a received internal error is retryable only as its status allows, never beyond', () => {
+  // A peer cannot make a 500 look transient...
+  assert.deepEqual(svcErrorInfo({ code: 'internal', status: 500, retryable: true }), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+  });
+  // ...may withhold retry from a 503...
+  assert.equal(svcErrorInfo({ code: 'internal', status: 503, retryable: false }).retryable, false);
+  // ...and a 503 or 502 is retryable as the taxonomy's default says.
+  assert.equal(svcErrorInfo({ code: 'internal', status: 503 }).retryable, true);
+  assert.equal(svcErrorInfo({ code: 'internal', status: 502, retryable: true }).retryable, true);
+  assert.equal(svcErrorInfo({ code: 'internal', status: 405, retryable: true }).retryable, false);
+});
+
 test('svcErrorInfo: a received refusal can never read as retryable', () => {
   assert.deepEqual(svcErrorInfo({ code: 'capability_auth', retryable: true }), {
     code: 'capability_auth',
