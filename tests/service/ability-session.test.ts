@@ -35,6 +35,7 @@ import {
 } from '../support/fake-main.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import { MessagePortRpcTransport } from '../support/message-port-transport.ts';
+import { steppableWallClock } from '../support/wall-clock.ts';
 
 interface FakeApi {
   echo(input: { value: string }): { value: string };
@@ -387,9 +388,7 @@ test('without a budget, a token request unanswered for STALLED_TOKEN_REQUEST_MS 
   const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
     requestToken: () => ++requests === 1 ? stalled() : Promise.resolve(FAKE_TOKEN),
   }));
-  const realNow = Date.now;
-  let offset = 0;
-  Date.now = () => realNow.call(Date) + offset;
+  const clock = steppableWallClock();
   try {
     const held = session.echo({ value: 'held' });
     await delay(5);
@@ -398,7 +397,7 @@ test('without a budget, a token request unanswered for STALLED_TOKEN_REQUEST_MS 
     await delay(5);
     assert.equal(requests, 1);
     // ...not once it has gone unanswered for STALLED_TOKEN_REQUEST_MS.
-    offset += STALLED_TOKEN_REQUEST_MS;
+    clock.advance(STALLED_TOKEN_REQUEST_MS);
     assert.deepEqual(await session.echo({ value: 'later' }), { value: 'later' });
     assert.equal(requests, 2);
     // The calls that waited on the stalled request take the new answer too.
@@ -407,7 +406,7 @@ test('without a budget, a token request unanswered for STALLED_TOKEN_REQUEST_MS 
       { value: 'also held' },
     ]);
   } finally {
-    Date.now = realNow;
+    clock.restore();
     disposeAbilitySession(session);
   }
 });

@@ -21,27 +21,13 @@ import {
   renewableFakeJwt,
 } from '../support/fake-main.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { steppableWallClock } from '../support/wall-clock.ts';
 
 interface FakeApi {
   echo(input: { value: string }): { value: string };
 }
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Moves the wall clock (`Date.now`) forward without waiting; restore() puts it back. */
-function steppableClock() {
-  const realNow = Date.now;
-  let offset = 0;
-  Date.now = () => realNow.call(Date) + offset;
-  return {
-    advance(ms: number) {
-      offset += ms;
-    },
-    restore() {
-      Date.now = realNow;
-    },
-  };
-}
 
 /** A proof the fake can age: `proof@<epoch ms when signed>`. */
 const PROOF_PREFIX = 'proof@';
@@ -71,7 +57,7 @@ function freshProofEndpoint(record: FakeMainRecord) {
 }
 
 test('WebSocket: a token renewed in the background is never presented with a proof past its freshness window', async () => {
-  const clock = steppableClock();
+  const clock = steppableWallClock();
   const record = newFakeRecord();
   const sockets = memoryWebSocketFactory(freshProofEndpoint(record).fetch);
   let requests = 0;
