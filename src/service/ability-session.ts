@@ -29,6 +29,7 @@ import { decodeJwt } from 'jose';
 import {
   CapabilityAuthError,
   SvcConfigurationError,
+  svcErrorInfo,
   SvcInternalError,
   SvcTimeoutError,
 } from '../core/errors.ts';
@@ -53,6 +54,12 @@ export interface TokenRequest {
   targetServiceId: string;
   abilityId: string;
   scopes: string[];
+  /**
+   * The token this session last presented and the service refused as invalid (401: expired,
+   * signed by a key no longer published, …). A requester that caches tokens must not hand this
+   * one back.
+   */
+  refusedToken?: string;
 }
 
 /**
@@ -286,6 +293,8 @@ class AbilitySessionCore {
   /** The token request calls share, until it settles or stalls (see `#sharedRequest`). */
   #request: Promise<Credentials> | undefined;
   #requestedAt = 0;
+  /** The token the service last refused as invalid, named in the next token request. */
+  #refusedToken: string | undefined;
   readonly #waiters = new Set<CredentialsWaiter>();
   #session: AuthenticatedSession | undefined;
   #batch: AuthenticatedSession | undefined;
@@ -377,10 +386,28 @@ class AbilitySessionCore {
     session.calls++;
     try {
       return await session.ability[method](input);
+    } catch (error) {
+      this.#noteRefusedToken(session, error);
+      throw error;
     } finally {
       session.outstanding--;
       this.#closeFinishedBatch(session);
     }
+  }
+
+  /**
+   * An HTTP-batch call refused with 401 was refused at authentication (method checks refuse
+   * with 403): the token is no longer accepted, so the session stops presenting it and asks for
+   * another, naming the refused one so a caching requester does not hand it back. Session
+   * transports learn the same from their authentication (see `#watchAuthentication`).
+   */
+  #noteRefusedToken(session: AuthenticatedSession, error: unknown): void {
+    if (this.#options.transport.kind !== 'http-batch') return;
+    const info = svcErrorInfo(error);
+    if (info.code !== 'capability_auth' || info.status !== 401) return;
+    if (this.#credentials?.token !== session.token) return;
+    this.#credentials = undefined;
+    this.#refusedToken = session.token;
   }
 
   #remainingMs(startedAt: number): number | undefined {
@@ -521,12 +548,17 @@ class AbilitySessionCore {
 
   async #fetchCredentials(): Promise<Credentials> {
     const { abilityId, callerServiceId, targetServiceId, scopes, requestToken } = this.#options;
+    const refusedToken = this.#refusedToken;
     const token = await requestToken({
       callerServiceId,
       targetServiceId,
       abilityId,
       scopes: [...scopes],
+      ...(refusedToken !== undefined ? { refusedToken } : {}),
     });
+    if (token !== refusedToken && this.#refusedToken === refusedToken) {
+      this.#refusedToken = undefined;
+    }
     if (typeof token !== 'string' || token === '') {
       throw new CapabilityAuthError(`The token requester returned no token for ${abilityId}`, {
         reason: 'token_missing',
@@ -609,10 +641,13 @@ class AbilitySessionCore {
         if (session.ability === ability) session.resolved = stub;
         else stub?.[Symbol.dispose]?.();
       },
-      () => {
+      (error) => {
         if (session.ability !== ability) return;
         // Credentials a renewal brought since are kept: the next call authenticates with them.
-        if (this.#credentials?.token === session.token) this.#credentials = undefined;
+        if (this.#credentials?.token === session.token) {
+          this.#credentials = undefined;
+          if (svcErrorInfo(error).status === 401) this.#refusedToken = session.token;
+        }
         session.token = '';
         session.renewAt = Number.NEGATIVE_INFINITY;
       },

@@ -73,6 +73,8 @@ interface CachedToken {
 export interface CapabilityTokenCache {
   /** The cached token for `key` while it is fresh, else the result of one shared `fetchToken`. */
   get(key: string, fetchToken: () => Promise<FetchedCapabilityToken>): Promise<string>;
+  /** Forgets the token cached for `key` if it is `token` (one a service refused). */
+  forget(key: string, token: string): void;
   /** Forgets every cached token. */
   clear(): void;
 }
@@ -142,6 +144,9 @@ export function createCapabilityTokenCache(
       const started = fetchAndStore(key, fetchToken).finally(() => inFlight.delete(key));
       inFlight.set(key, started);
       return started;
+    },
+    forget(key, token) {
+      if (tokens.get(key)?.token === token) tokens.delete(key);
     },
     clear() {
       tokens.clear();

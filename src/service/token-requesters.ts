@@ -348,7 +348,10 @@ function cachingRequester(
   const cache = createCapabilityTokenCache();
   return async (request: RequesterTokenRequest) => {
     const prepared = prepare(request, defaultTtl);
-    return await cache.get(capabilityTokenCacheKey(prepared), () => fetchOne(prepared));
+    const key = capabilityTokenCacheKey(prepared);
+    // A token the service refused is never handed back from the cache.
+    if (typeof request.refusedToken === 'string') cache.forget(key, request.refusedToken);
+    return await cache.get(key, () => fetchOne(prepared));
   };
 }
 

@@ -17,6 +17,7 @@ import {
   disposeAbilitySession,
   type ProofSigner,
   STALLED_TOKEN_REQUEST_MS,
+  type TokenRequest,
   type TokenRequester,
 } from '../../src/service/ability-session.ts';
 import { cloudflareNativeRpc } from '../../src/service/transports/cloudflare-native.ts';
@@ -408,6 +409,38 @@ test('without a budget, a token request unanswered for STALLED_TOKEN_REQUEST_MS 
   } finally {
     clock.restore();
     disposeAbilitySession(session);
+  }
+});
+
+test('a token the service refuses (401) is not presented again: the next call asks for another, naming it', async () => {
+  for (const [kind, { transport, record }] of Object.entries(transports())) {
+    if (kind === 'custom') continue;
+    const seen: TokenRequest[] = [];
+    const session = abilitySession<FakeApi>(optionsFor(transport, {
+      // A token that never expires by its claims, but that the service no longer accepts (its
+      // key was removed, say), then a good one.
+      requestToken: (request) => {
+        seen.push(request);
+        return Promise.resolve(seen.length === 1 ? 'revoked-token' : FAKE_TOKEN);
+      },
+    }));
+    try {
+      const refused = await session.echo({ value: 'refused' }).catch((error: unknown) => error);
+      assert.deepEqual(
+        { code: svcErrorInfo(refused).code, status: svcErrorInfo(refused).status },
+        { code: 'capability_auth', status: 401 },
+        kind,
+      );
+      assert.deepEqual(await session.echo({ value: 'recovered' }), { value: 'recovered' }, kind);
+      assert.equal(seen.length, 2, kind);
+      assert.equal(seen[0].refusedToken, undefined, kind);
+      assert.equal(seen[1].refusedToken, 'revoked-token', kind);
+      assert.deepEqual(await session.echo({ value: 'steady' }), { value: 'steady' }, kind);
+      assert.equal(seen.length, 2, `${kind}: the good token serves later calls`);
+      assert.ok(record.authenticated.every(({ token }) => token === FAKE_TOKEN), kind);
+    } finally {
+      disposeAbilitySession(session);
+    }
   }
 });
 

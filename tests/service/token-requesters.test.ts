@@ -101,6 +101,18 @@ test('concurrent requests for one key share a single fetch', async () => {
   assert.equal(fixture.issued.length, 1);
 });
 
+test('a token the service refused is never handed back from the cache', async () => {
+  const { fixture, requester } = await hmacRequester();
+  const first = await requester(REQUEST);
+  assert.equal(await requester(REQUEST), first, 'cached');
+  const renewed = await requester({ ...REQUEST, refusedToken: first });
+  assert.notEqual(renewed, first);
+  assert.equal(fixture.issued.length, 2);
+  // Naming a token that is not the cached one (an older one) changes nothing.
+  assert.equal(await requester({ ...REQUEST, refusedToken: first }), renewed);
+  assert.equal(fixture.issued.length, 2);
+});
+
 test('a short-lived token is renewed on every request; a TTL is part of the key', async () => {
   const { fixture, requester } = await hmacRequester({ ttlSeconds: 30 });
   await requester(REQUEST);
