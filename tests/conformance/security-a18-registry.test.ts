@@ -145,6 +145,20 @@ async function documentWithRpc(rpcPath: string, transports = ['http-batch', 'web
   return document;
 }
 
+/** A plane session with the fake's ability is refused: the plane does not accept its document. */
+async function assertSessionRefusesFake(fx: PlaneDeployment): Promise<void> {
+  using session = fx.plane.abilitySession({
+    abilityId: `${FAKE}.echo`,
+    targetServiceId: FAKE,
+    scopes: [`${FAKE}.read`],
+  });
+  await assertRefusal(session.whoami({}), {
+    code: 'capability_auth',
+    status: 403,
+    reason: 'unknown_target',
+  });
+}
+
 /**
  * The fake behind a gateway it shares with another service (`/svc-fake/` and `/svc-a/` on one
  * host), answering discovery with `document` and recording every other request it is sent.
@@ -180,16 +194,7 @@ test('REG-06 an rpc.path leaving the service rejects the document: no token, not
     assert.equal(response.status, 403, rpcPath);
     assert.equal(response.body.reason, 'unknown_target', rpcPath);
     assert.equal(response.body.token, undefined, rpcPath);
-    using session = fx.plane.abilitySession({
-      abilityId: `${FAKE}.echo`,
-      targetServiceId: FAKE,
-      scopes: [`${FAKE}.read`],
-    });
-    await assertRefusal(session.whoami({}), {
-      code: 'capability_auth',
-      status: 403,
-      reason: 'unknown_target',
-    });
+    await assertSessionRefusesFake(fx);
     assert.deepEqual(fake.sent, [], `${rpcPath}: no batch left for any path`);
     const [event] = fx.eventsNamed('svc.catalog.target_failed');
     assert.match(String(event.detail), /rpc\.path/, rpcPath);
@@ -221,16 +226,7 @@ test('REG-06 (WebSocket leg) a backslash rpc.path on a binding never makes the W
     },
   });
   const fx = await createPlaneDeployment({ extraServices: [endpoint] });
-  using session = fx.plane.abilitySession({
-    abilityId: `${FAKE}.echo`,
-    targetServiceId: FAKE,
-    scopes: [`${FAKE}.read`],
-  });
-  await assertRefusal(session.whoami({}), {
-    code: 'capability_auth',
-    status: 403,
-    reason: 'unknown_target',
-  });
+  await assertSessionRefusesFake(fx);
   assert.deepEqual(dialled, []);
 });
 
