@@ -210,6 +210,15 @@ export function jsonSchemaOf(schema: SvcSchema, side: ValidationSide): JsonSchem
     target: 'draft-2020-12' as const,
     ...(libraryOptions !== undefined ? { libraryOptions } : {}),
   };
+  if (side === 'output' && standard.vendor === 'arktype') {
+    const path = undeclaredArktypeTransformOutput(schema);
+    if (path !== undefined) {
+      throw new TypeError(
+        `the result of a transform (morph)${path === '' ? '' : ` at ${path}`} has no declared ` +
+          'type, so JSON Schema cannot describe it; declare one with .to(...)',
+      );
+    }
+  }
   const projected = side === 'input'
     ? standard.jsonSchema.input(options)
     : standard.jsonSchema.output(options);
@@ -225,6 +234,43 @@ export function jsonSchemaOf(schema: SvcSchema, side: ValidationSide): JsonSchem
     throw new TypeError(`the ${side} schema projected ${keyword}, which must be a number`);
   }
   return projected;
+}
+
+/** The parts of an arktype node this check reads (arktype's internal node API). */
+interface ArktypeNode {
+  kind?: string;
+  branches?: readonly ArktypeNode[];
+  flatMorphs?: readonly { path: readonly unknown[]; node: ArktypeNode }[];
+  lastMorphIfNode?: unknown;
+  inner?: { declaredOut?: unknown };
+  expression?: string;
+}
+
+/**
+ * Where an arktype schema transforms a value with a function and declares nothing about the
+ * result (`.pipe(fn)` without `.to(...)`): `''` for the root, a dotted path below it, or
+ * `undefined` when every transform declares its result. arktype's output projection answers
+ * `{}` ("anything") there without consulting its morph fallback, so the check reads the
+ * schema's nodes. A schema without the node API passes, as before this check.
+ */
+function undeclaredArktypeTransformOutput(schema: SvcSchema): string | undefined {
+  const root = (schema as { internal?: ArktypeNode }).internal;
+  // arktype nodes are callable: a node is a function with properties.
+  if (root === null || (typeof root !== 'object' && typeof root !== 'function')) return undefined;
+  const roots = root.kind === 'union' && Array.isArray(root.branches) ? root.branches : [root];
+  if (roots.some((node) => node.kind === 'morph' && !declaresTransformOutput(node))) return '';
+  for (const { path, node } of root.flatMorphs ?? []) {
+    const morphs = node.kind === 'union' && Array.isArray(node.branches) ? node.branches : [node];
+    if (morphs.some((morph) => morph.kind === 'morph' && !declaresTransformOutput(morph))) {
+      return path.map((key) => typeof key === 'string' ? key : '[index]').join('.');
+    }
+  }
+  return undefined;
+}
+
+/** Whether a morph node ends in a validated type (`.to(...)`) or a declared output. */
+function declaresTransformOutput(morph: ArktypeNode): boolean {
+  return morph.lastMorphIfNode !== undefined || morph.inner?.declaredOut !== undefined;
 }
 
 // The JSON Schema 2020-12 keywords whose value must be a number, and where subschemas sit: a

@@ -23,6 +23,14 @@ const arkSymbol = type({ s: 'symbol' });
 const arkUndefinedField = type({ u: 'undefined' });
 const arkMap = type({ m: ['instanceof', Map] });
 const arkNarrowed = type({ even: type('number').narrow((n) => n % 2 === 0) });
+const stringLength = (value: string) => value.length;
+const arkTransformRoot = type('string').pipe(stringLength);
+const arkTransformRootUnion = type('string').pipe(stringLength).or('number');
+const arkTransformField = type({ n: type('string').pipe(stringLength) });
+const arkTransformFieldUnion = type({ n: type('string').pipe(stringLength).or('number') });
+const arkTransformItems = type({ s: 'string' }).pipe((value) => value.s).array();
+const arkTransformDeclared = type('string').pipe(stringLength).to('number');
+const arkParsedField = type({ n: 'string.numeric.parse' });
 
 /** A schema whose validate is under test control; the JSON Schema side is well formed. */
 function fakeSchema(validate: (value: unknown) => unknown): SvcSchema {
@@ -298,6 +306,33 @@ test('jsonSchemaOf refuses arktype types JSON cannot carry, never projecting the
     properties: { even: { type: 'number' } },
     required: ['even'],
   });
+});
+
+test('jsonSchemaOf refuses an arktype transform whose result has no declared type', () => {
+  // arktype projects such a result as `{}` ("anything"), as if the output were unconstrained.
+  const refused: [string, SvcSchema, RegExp][] = [
+    ['root', arkTransformRoot, /transform \(morph\) has no declared type/],
+    ['root union', arkTransformRootUnion, /\(morph\) has no declared/],
+    ['field', arkTransformField, /\(morph\) at n has no declared/],
+    ['field union', arkTransformFieldUnion, /\(morph\) at n has no declared/],
+    ['array item', arkTransformItems, /\(morph\) at \[index\] has no declared/],
+  ];
+  for (const [where, schema, message] of refused) {
+    assert.throws(
+      () => jsonSchemaOf(schema, 'output'),
+      (error: unknown) => error instanceof TypeError && message.test(error.message),
+      where,
+    );
+    // The input side is what a caller sends, and stays describable.
+    assert.equal(typeof jsonSchemaOf(schema, 'input'), 'object', where);
+  }
+  // A transform that declares its result (`.to`, or arktype's own parsers) projects that type.
+  assert.deepEqual(jsonSchemaOf(arkTransformDeclared, 'output'), {
+    $schema: DRAFT_2020_12,
+    type: 'number',
+  });
+  const parsed = jsonSchemaOf(arkParsedField, 'output');
+  assert.deepEqual((parsed.properties as Record<string, unknown>).n, { type: 'number' });
 });
 
 test('jsonSchemaOf refuses a projection that is not JSON data or has a non-numeric bound', () => {
