@@ -60,6 +60,14 @@ export interface TokenRequest {
    * one back.
    */
   refusedToken?: string;
+  /**
+   * Aborted once the session no longer wants this request's answer: every call that waited on
+   * it gave up (its budget ran out, or another request answered first) and it is no longer the
+   * one later calls share, or the session was disposed. A requester should stop what it started
+   * for this request (the shipped ones abort their fetch, unless another session still waits on
+   * the same shared fetch). A request nobody waits on (a background renewal) is not aborted.
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -146,6 +154,16 @@ interface Credentials {
   usableUntil: number;
   /** Epoch ms the proof was signed at (bound tokens only). */
   provedAt?: number;
+}
+
+/** A token request in flight: its answer, the calls waiting on it, and how to call it off. */
+interface PendingTokenRequest {
+  readonly answer: Promise<Credentials>;
+  readonly startedAt: number;
+  readonly controller: AbortController;
+  /** Calls currently waiting with this request as the one they joined. */
+  waiting: number;
+  settled: boolean;
 }
 
 /** A call waiting for credentials, from whichever request brings them. */
@@ -291,8 +309,9 @@ class AbilitySessionCore {
   /** The credentials calls present, once a request brought some. */
   #credentials: Credentials | undefined;
   /** The token request calls share, until it settles or stalls (see `#sharedRequest`). */
-  #request: Promise<Credentials> | undefined;
-  #requestedAt = 0;
+  #request: PendingTokenRequest | undefined;
+  /** Every token request not yet answered, shared or not (aborted at disposal). */
+  readonly #unanswered = new Set<PendingTokenRequest>();
   /** The token the service last refused as invalid, named in the next token request. */
   #refusedToken: string | undefined;
   readonly #waiters = new Set<CredentialsWaiter>();
@@ -368,6 +387,9 @@ class AbilitySessionCore {
     this.#pending.clear();
     for (const waiter of this.#waiters) waiter.abandon(this.#disposed);
     this.#waiters.clear();
+    for (const pending of this.#unanswered) pending.controller.abort(this.#disposed);
+    this.#unanswered.clear();
+    this.#request = undefined;
     this.#session?.opened.close();
     for (const batch of this.#openBatches) batch.opened.close();
     this.#openBatches.clear();
@@ -467,10 +489,11 @@ class AbilitySessionCore {
    * catches a renewal nobody waits on before the credentials in hand expire. Calls without a
    * budget that already wait on a stalled request keep waiting; later ones are not held by it.
    */
-  #sharedRequest(): Promise<Credentials> | undefined {
+  #sharedRequest(): PendingTokenRequest | undefined {
+    const pending = this.#request;
+    if (pending === undefined) return undefined;
     const patience = this.#options.timeoutMs ?? STALLED_TOKEN_REQUEST_MS;
-    if (Date.now() - this.#requestedAt >= patience) return undefined;
-    return this.#request;
+    return Date.now() - pending.startedAt >= patience ? undefined : pending;
   }
 
   /**
@@ -479,21 +502,39 @@ class AbilitySessionCore {
    * the shared one) still delivers, so a token that arrives late is not lost, but it replaces
    * credentials in hand only when it outlasts them.
    */
-  #requestCredentials(): Promise<Credentials> {
-    const request = this.#fetchCredentials();
-    this.#request = request;
-    this.#requestedAt = Date.now();
-    request.then(
-      (credentials) => {
-        const shared = this.#request === request;
-        if (shared) this.#request = undefined;
-        this.#deliver(credentials, shared);
-      },
-      () => {
-        if (this.#request === request) this.#request = undefined;
-      },
+  #requestCredentials(): PendingTokenRequest {
+    const controller = new AbortController();
+    const pending: PendingTokenRequest = {
+      answer: this.#fetchCredentials(controller.signal),
+      startedAt: Date.now(),
+      controller,
+      waiting: 0,
+      settled: false,
+    };
+    this.#request = pending;
+    this.#unanswered.add(pending);
+    const settle = () => {
+      pending.settled = true;
+      this.#unanswered.delete(pending);
+      const shared = this.#request === pending;
+      if (shared) this.#request = undefined;
+      return shared;
+    };
+    pending.answer.then(
+      (credentials) => this.#deliver(credentials, settle()),
+      () => settle(),
     );
-    return request;
+    return pending;
+  }
+
+  /**
+   * Calls off a request nobody wants any more: no call waits on it and later calls do not share
+   * it. The requester is told through the request's signal.
+   */
+  #abortIfAbandoned(pending: PendingTokenRequest): void {
+    if (pending.settled || pending.waiting > 0 || this.#request === pending) return;
+    this.#unanswered.delete(pending);
+    pending.controller.abort();
   }
 
   /**
@@ -522,8 +563,9 @@ class AbilitySessionCore {
    * may never answer; calls already waiting on it keep their own budgets.
    */
   #awaitCredentials(method: string, startedAt: number): Promise<Credentials> {
-    const request = this.#sharedRequest() ?? this.#requestCredentials();
+    const pending = this.#sharedRequest() ?? this.#requestCredentials();
     const remaining = this.#remainingMs(startedAt);
+    pending.waiting++;
     return new Promise((resolve, reject) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const waiter: CredentialsWaiter = {
@@ -533,20 +575,22 @@ class AbilitySessionCore {
       const settle = (finish: () => void) => {
         if (!this.#waiters.delete(waiter)) return;
         if (timer !== undefined) clearTimeout(timer);
+        pending.waiting--;
         finish();
+        this.#abortIfAbandoned(pending);
       };
       this.#waiters.add(waiter);
-      request.catch(waiter.abandon);
+      pending.answer.catch(waiter.abandon);
       if (remaining !== undefined) {
         timer = setTimeout(() => {
-          if (this.#request === request) this.#request = undefined;
+          if (this.#request === pending) this.#request = undefined;
           waiter.abandon(this.#timeoutError(method, this.#options.timeoutMs ?? 0));
         }, Math.min(Math.max(0, remaining), MAX_TIMER_DELAY_MS));
       }
     });
   }
 
-  async #fetchCredentials(): Promise<Credentials> {
+  async #fetchCredentials(signal: AbortSignal): Promise<Credentials> {
     const { abilityId, callerServiceId, targetServiceId, scopes, requestToken } = this.#options;
     const refusedToken = this.#refusedToken;
     const token = await requestToken({
@@ -555,6 +599,7 @@ class AbilitySessionCore {
       abilityId,
       scopes: [...scopes],
       ...(refusedToken !== undefined ? { refusedToken } : {}),
+      signal,
     });
     if (token !== refusedToken && this.#refusedToken === refusedToken) {
       this.#refusedToken = undefined;

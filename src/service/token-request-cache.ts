@@ -5,6 +5,9 @@
  * scopes (sorted, unique), the requested TTL and the complete delegated subject including its
  * kind. A token is renewed before it expires: once less than a third of its lifetime, or less
  * than 30 s, remains. Concurrent requests for one key share one fetch; a failure is never cached.
+ * A request may bring an abort signal: when it fires, that request stops waiting, and the fetch
+ * is no longer shared with later requests (one that a caller gave up on may never answer); once
+ * no request waits on the fetch any more, its own signal is aborted.
  * Lifetimes are measured on the monotonic clock (`performance.now`), so a step of the caller's
  * wall clock neither keeps serving an expired token nor throws away a fresh one.
  *
@@ -69,10 +72,28 @@ interface CachedToken {
   expiresAtMs: number;
 }
 
+/** One fetch in flight and the requests waiting on it. */
+interface InFlightFetch {
+  readonly token: Promise<string>;
+  readonly controller: AbortController;
+  /** Requests waiting that may still give up; one without a signal never does. */
+  waiting: number;
+  /** Whether a request without a signal waits (the fetch is then never aborted). */
+  held: boolean;
+}
+
 /** A token cache with single-flight fetching. */
 export interface CapabilityTokenCache {
-  /** The cached token for `key` while it is fresh, else the result of one shared `fetchToken`. */
-  get(key: string, fetchToken: () => Promise<FetchedCapabilityToken>): Promise<string>;
+  /**
+   * The cached token for `key` while it is fresh, else the result of one shared `fetchToken`
+   * (given a signal aborted once no request waits on it). With `signal`, the request stops
+   * waiting when it is aborted, and rejects with its reason.
+   */
+  get(
+    key: string,
+    fetchToken: (signal: AbortSignal) => Promise<FetchedCapabilityToken>,
+    signal?: AbortSignal,
+  ): Promise<string>;
   /** Forgets the token cached for `key` if it is `token` (one a service refused). */
   forget(key: string, token: string): void;
   /** Forgets every cached token. */
@@ -99,7 +120,7 @@ export function createCapabilityTokenCache(
   const now = options.now ?? monotonicNow;
   const maxEntries = options.maxEntries ?? MAX_CACHED_CAPABILITY_TOKENS;
   const tokens = new Map<string, CachedToken>();
-  const inFlight = new Map<string, Promise<string>>();
+  const inFlight = new Map<string, InFlightFetch>();
 
   function makeRoom(): void {
     const current = now();
@@ -115,9 +136,10 @@ export function createCapabilityTokenCache(
 
   async function fetchAndStore(
     key: string,
-    fetchToken: () => Promise<FetchedCapabilityToken>,
+    fetchToken: (signal: AbortSignal) => Promise<FetchedCapabilityToken>,
+    signal: AbortSignal,
   ): Promise<string> {
-    const fetched = await fetchToken();
+    const fetched = await fetchToken(signal);
     const receivedAtMs = now();
     if (fetched.lifetimeMs > 0) {
       tokens.delete(key);
@@ -131,19 +153,63 @@ export function createCapabilityTokenCache(
     return fetched.token;
   }
 
+  /** Waits on a fetch until it settles or `signal` fires, whichever comes first. */
+  function waitWithSignal(key: string, pending: InFlightFetch, signal: AbortSignal) {
+    pending.waiting++;
+    return new Promise<string>((resolve, reject) => {
+      let waiting = true;
+      const leave = () => {
+        if (!waiting) return false;
+        waiting = false;
+        signal.removeEventListener('abort', giveUp);
+        pending.waiting--;
+        return true;
+      };
+      const giveUp = () => {
+        if (!leave()) return;
+        if (inFlight.get(key) === pending) inFlight.delete(key);
+        if (pending.waiting === 0 && !pending.held) pending.controller.abort(signal.reason);
+        reject(signal.reason);
+      };
+      signal.addEventListener('abort', giveUp, { once: true });
+      pending.token.then(
+        (token) => leave() && resolve(token),
+        (error) => leave() && reject(error),
+      );
+    });
+  }
+
   return {
-    get(key, fetchToken) {
+    get(key, fetchToken, signal) {
       const cached = tokens.get(key);
       if (cached !== undefined && now() < cached.renewAtMs) {
         tokens.delete(key);
         tokens.set(key, cached);
         return Promise.resolve(cached.token);
       }
-      const pending = inFlight.get(key);
-      if (pending !== undefined) return pending;
-      const started = fetchAndStore(key, fetchToken).finally(() => inFlight.delete(key));
-      inFlight.set(key, started);
-      return started;
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      let pending = inFlight.get(key);
+      if (pending === undefined) {
+        const controller = new AbortController();
+        const entry: InFlightFetch = {
+          token: fetchAndStore(key, fetchToken, controller.signal),
+          controller,
+          waiting: 0,
+          held: false,
+        };
+        const done = () => {
+          if (inFlight.get(key) === entry) inFlight.delete(key);
+        };
+        // Every request waiting may have given up; the outcome then has no reader.
+        entry.token.then(done, done);
+        inFlight.set(key, entry);
+        pending = entry;
+      }
+      if (signal === undefined) {
+        pending.held = true;
+        return pending.token;
+      }
+      return waitWithSignal(key, pending, signal);
     },
     forget(key, token) {
       if (tokens.get(key)?.token === token) tokens.delete(key);

@@ -183,6 +183,11 @@ function prepare(request: RequesterTokenRequest, defaultTtl: number | undefined)
       reason: 'invalid_token_request',
     });
   }
+  if (request.signal !== undefined && !(request.signal instanceof AbortSignal)) {
+    throw new SvcConfigurationError('A token request `signal` must be an AbortSignal', {
+      reason: 'invalid_token_request',
+    });
+  }
   const prepared: PreparedRequest = {
     callerServiceId: request.callerServiceId,
     targetServiceId: request.targetServiceId,
@@ -308,6 +313,7 @@ async function postTokenRequest(
   body: string,
   headers: Record<string, string>,
   requestId: string,
+  signal: AbortSignal,
 ): Promise<FetchedCapabilityToken> {
   // Built outside the `try`: a request that cannot be built is a bug or a configuration
   // mistake, and must not be reported as a retryable outage of the plane.
@@ -317,6 +323,8 @@ async function postTokenRequest(
     body,
     // A redirect would carry the signed request to a place the configuration never named.
     redirect: 'manual',
+    // Aborted once no session waits for this token any more.
+    signal,
   });
   let response: Response;
   try {
@@ -343,7 +351,7 @@ async function postTokenRequest(
 /** Wraps a fetch-one-token function with the cache and the local subject refusal. */
 function cachingRequester(
   defaultTtl: number | undefined,
-  fetchOne: (request: PreparedRequest) => Promise<FetchedCapabilityToken>,
+  fetchOne: (request: PreparedRequest, signal: AbortSignal) => Promise<FetchedCapabilityToken>,
 ): TokenRequester {
   const cache = createCapabilityTokenCache();
   return async (request: RequesterTokenRequest) => {
@@ -351,7 +359,7 @@ function cachingRequester(
     const key = capabilityTokenCacheKey(prepared);
     // A token the service refused is never handed back from the cache.
     if (typeof request.refusedToken === 'string') cache.forget(key, request.refusedToken);
-    return await cache.get(key, () => fetchOne(prepared));
+    return await cache.get(key, (signal) => fetchOne(prepared, signal), request.signal);
   };
 }
 
@@ -372,7 +380,7 @@ export function controlPlaneHmacTokenRequester(
   const fetchToken = checkFetch(label, options.fetch);
   const ttl = checkTtl(label, options.ttlSeconds);
   let key: Promise<HmacSha256Key> | undefined;
-  return cachingRequester(ttl, async (request) => {
+  return cachingRequester(ttl, async (request, signal) => {
     const body = JSON.stringify(request);
     const requestId = generateRequestId();
     const headers = await signHmacTokenRequest({
@@ -382,7 +390,7 @@ export function controlPlaneHmacTokenRequester(
       body,
       requestId,
     });
-    return await postTokenRequest(endpoint, fetchToken, body, headers, requestId);
+    return await postTokenRequest(endpoint, fetchToken, body, headers, requestId, signal);
   });
 }
 
@@ -410,7 +418,7 @@ export function controlPlaneJwkTokenRequester(
   const fetchToken = checkFetch(label, options.fetch);
   const ttl = checkTtl(label, options.ttlSeconds);
   let key: Promise<CryptoKey> | undefined;
-  const requester = cachingRequester(ttl, async (request) => {
+  const requester = cachingRequester(ttl, async (request, signal) => {
     const body = JSON.stringify(request);
     const requestId = generateRequestId();
     key ??= importCallerSigningKey(options.privateJwk, label).then((imported) =>
@@ -429,7 +437,7 @@ export function controlPlaneJwkTokenRequester(
       Authorization: `${JWK_CALLER_AUTH_SCHEME} ${assertion}`,
       'X-Request-Id': requestId,
     };
-    return await postTokenRequest(endpoint, fetchToken, body, headers, requestId);
+    return await postTokenRequest(endpoint, fetchToken, body, headers, requestId, signal);
   });
   return Object.assign(requester, {
     proveTokenPossession: jwkCapabilityProofSigner({ privateJwk: options.privateJwk }),

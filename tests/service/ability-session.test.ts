@@ -25,6 +25,7 @@ import { customRpcTransport } from '../../src/service/transports/custom.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { controlPlaneHmacTokenRequester } from '../../src/service/token-requesters.ts';
 import {
   FAKE_BOUND_TOKEN,
   FAKE_TOKEN,
@@ -378,6 +379,116 @@ test('a token request that stalls fails the waiting call at its budget and the n
     assert.equal(requests, 2, 'the second call asked the requester again');
     assert.deepEqual(await session.echo({ value: 'third' }), { value: 'third' });
     assert.equal(requests, 2, 'and its token serves later calls');
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('a token request every waiting call gave up on is aborted through its signal; an answered one is not', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const requests: TokenRequest[] = [];
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 50,
+    requestToken: (request) => {
+      requests.push(request);
+      return requests.length <= 2 ? stalled() : Promise.resolve(FAKE_TOKEN);
+    },
+  }));
+  try {
+    // Two calls wait on one request: giving up on it takes both.
+    const first = session.echo({ value: 'first' });
+    await delay(20);
+    const second = session.echo({ value: 'second' });
+    await assert.rejects(first, SvcTimeoutError);
+    assert.ok(requests[0].signal instanceof AbortSignal);
+    assert.equal(requests[0].signal.aborted, false, 'a call still waits on it');
+    await assert.rejects(second, SvcTimeoutError);
+    assert.equal(requests[0].signal.aborted, true);
+    // The next call asks again; this request stalls too and its call gives up.
+    await assert.rejects(session.echo({ value: 'third' }), SvcTimeoutError);
+    assert.equal(requests.length, 2);
+    assert.equal(requests[1].signal!.aborted, true);
+    assert.deepEqual(await session.echo({ value: 'fourth' }), { value: 'fourth' });
+    assert.equal(requests[2].signal!.aborted, false, 'its answer was used');
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('disposing a session aborts its unanswered token request with the disposal', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const requests: TokenRequest[] = [];
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    requestToken: (request) => {
+      requests.push(request);
+      return stalled();
+    },
+  }));
+  const call = session.echo({ value: 'never' });
+  await delay(5);
+  disposeAbilitySession(session);
+  const disposal = await call.then(() => assert.fail('resolved'), (error) => error);
+  assert.equal(svcErrorInfo(disposal).reason, 'session_disposed');
+  assert.equal(requests[0].signal!.aborted, true);
+  assert.equal(requests[0].signal!.reason, disposal);
+});
+
+test('a background renewal nobody waits on is not aborted while the token in hand serves calls', async () => {
+  const endpoint = fakeRpcEndpoint();
+  const requests: TokenRequest[] = [];
+  const clock = steppableWallClock();
+  const nowSeconds = Math.floor(Date.now() / 1000);
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 1_000,
+    requestToken: (request) => {
+      requests.push(request);
+      return requests.length === 1
+        ? Promise.resolve(renewableFakeJwt({ iat: nowSeconds, exp: nowSeconds + 60 }))
+        : stalled();
+    },
+  }));
+  try {
+    assert.deepEqual(await session.echo({ value: 'a' }), { value: 'a' });
+    clock.advance(57_000); // inside the renewal margin, before expiry
+    assert.deepEqual(await session.echo({ value: 'b' }), { value: 'b' });
+    assert.equal(requests.length, 2, 'the renewal started in the background');
+    assert.deepEqual(await session.echo({ value: 'c' }), { value: 'c' });
+    assert.equal(requests[1].signal!.aborted, false);
+  } finally {
+    clock.restore();
+    disposeAbilitySession(session);
+  }
+});
+
+test('a session with a shipped requester recovers from a plane that never answers its token request', async () => {
+  const endpoint = fakeRpcEndpoint();
+  let fetches = 0;
+  const abortedFetches: number[] = [];
+  const requester = controlPlaneHmacTokenRequester({
+    clientId: 'hc1',
+    clientSecret: 'an-hmac-client-secret-of-enough-length',
+    controlPlaneUrl: 'https://plane.test',
+    fetch: (request) => {
+      const attempt = ++fetches;
+      if (attempt > 1) return Promise.resolve(Response.json({ token: FAKE_TOKEN, expiresIn: 300 }));
+      return new Promise((_, reject) => {
+        request.signal.addEventListener('abort', () => {
+          abortedFetches.push(attempt);
+          reject(request.signal.reason);
+        });
+      });
+    },
+  });
+  const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+    timeoutMs: 50,
+    requestToken: requester,
+  }));
+  try {
+    await assert.rejects(session.echo({ value: 'first' }), SvcTimeoutError);
+    assert.deepEqual(abortedFetches, [1]);
+    // The requester shares one fetch between sessions; the one given up on is not shared again.
+    assert.deepEqual(await session.echo({ value: 'second' }), { value: 'second' });
+    assert.equal(fetches, 2);
   } finally {
     disposeAbilitySession(session);
   }

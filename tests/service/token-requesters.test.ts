@@ -224,6 +224,96 @@ test('a failed fetch is not cached and is not shared with later requests', async
   assert.equal(attempts, 2);
 });
 
+test('a request that gives up stops waiting; the fetch is aborted once no request waits on it', async () => {
+  const cache = createCapabilityTokenCache();
+  const fetches: { signal: AbortSignal; answer: (token: string) => void }[] = [];
+  const slow = (signal: AbortSignal) =>
+    new Promise<{ token: string; lifetimeMs: number }>((resolve) => {
+      fetches.push({ signal, answer: (token) => resolve({ token, lifetimeMs: 120_000 }) });
+    });
+  const first = new AbortController();
+  const second = new AbortController();
+  const a = cache.get('k', slow, first.signal);
+  const b = cache.get('k', slow, second.signal);
+  assert.equal(fetches.length, 1, 'shared while every request still waits');
+  const reason = new Error('budget spent');
+  first.abort(reason);
+  await assert.rejects(a, (error) => error === reason);
+  assert.equal(fetches[0].signal.aborted, false, 'another request still waits on the fetch');
+  // A fetch a request gave up on may never answer: later requests do not join it.
+  const c = cache.get('k', slow);
+  assert.equal(fetches.length, 2);
+  second.abort(reason);
+  await assert.rejects(b, (error) => error === reason);
+  assert.equal(fetches[0].signal.aborted, true, 'nobody waits on the first fetch any more');
+  assert.equal(fetches[1].signal.aborted, false);
+  fetches[1].answer('fresh');
+  assert.equal(await c, 'fresh');
+  assert.equal(await cache.get('k', slow), 'fresh', 'cached');
+  // A request whose signal already fired is refused at once and starts nothing.
+  const gone = new AbortController();
+  gone.abort(reason);
+  cache.clear();
+  await assert.rejects(cache.get('k', slow, gone.signal), (error) => error === reason);
+  assert.equal(fetches.length, 2);
+});
+
+test('a request without a signal holds the fetch: others giving up never abort it', async () => {
+  const cache = createCapabilityTokenCache();
+  const signals: AbortSignal[] = [];
+  let answer!: (token: string) => void;
+  const slow = (signal: AbortSignal) =>
+    new Promise<{ token: string; lifetimeMs: number }>((resolve) => {
+      signals.push(signal);
+      answer = (token) => resolve({ token, lifetimeMs: 120_000 });
+    });
+  const held = cache.get('k', slow);
+  const impatient = new AbortController();
+  const gaveUp = cache.get('k', slow, impatient.signal);
+  impatient.abort(new Error('gave up'));
+  await assert.rejects(gaveUp, /gave up/);
+  assert.equal(signals.length, 1);
+  assert.equal(signals[0].aborted, false);
+  answer('late');
+  assert.equal(await held, 'late');
+});
+
+test('the HTTP requesters abort a token request no session waits on, so a silent plane does not hold later requests', async () => {
+  const fixture = await endpointFixture();
+  const aborted: unknown[] = [];
+  let calls = 0;
+  // The first request reaches a plane that accepted the connection and went silent.
+  const fetchToken = (request: Request) => {
+    if (++calls > 1) return fixture.handle(request);
+    return new Promise<Response>((_, reject) => {
+      request.signal.addEventListener('abort', () => {
+        aborted.push(request.signal.reason);
+        reject(request.signal.reason);
+      });
+    });
+  };
+  const requester = controlPlaneHmacTokenRequester({
+    clientId: 'hc1',
+    clientSecret: fixture.secrets.hc1,
+    controlPlaneUrl: 'https://plane.test',
+    fetch: fetchToken,
+  });
+  const giveUp = new AbortController();
+  const stalled = requester({ ...REQUEST, signal: giveUp.signal });
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const reason = new Error('the call ran out of budget');
+  giveUp.abort(reason);
+  await assert.rejects(stalled, (error) => error === reason);
+  assert.deepEqual(aborted, [reason], 'the fetch to the silent plane was aborted');
+  const token = await requester({ ...REQUEST, signal: new AbortController().signal });
+  assert.equal(tokenClaims(token).aud, 'svc-a');
+  assert.equal(calls, 2);
+  await assert.rejects(
+    requester({ ...REQUEST, signal: 'soon' as unknown as AbortSignal }),
+    (error) => error instanceof SvcConfigurationError && /signal/.test(error.message),
+  );
+});
+
 test('the cache key covers caller, target, ability, scopes, TTL and the whole subject', () => {
   const base = { callerServiceId: 'c', targetServiceId: 't', scopes: ['b', 'a'] };
   const keys = [
