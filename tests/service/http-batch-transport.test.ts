@@ -74,12 +74,14 @@ test('calls over time on one HTTP-batch session each get a fresh batch and reuse
   assert.equal(endpoint.requests.length, 3);
   assert.equal(record.authenticated.length, 3);
   assert.equal(tokenRequests.length, 1);
-  assert.deepEqual(tokenRequests[0], {
+  const { signal, ...request } = tokenRequests[0];
+  assert.deepEqual(request, {
     callerServiceId: 'caller',
     targetServiceId: 'fake',
     abilityId: 'fake.echo',
     scopes: ['echo'],
   });
+  assert.equal(signal?.aborted, false, 'its answer was used');
 });
 
 test('nothing is sent after a batch went out (releases are dropped)', async () => {
