@@ -18,6 +18,7 @@ import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'c
 import { readBoundedText } from '../core/bounded-body.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 import { problemResponse } from '../core/problem.ts';
+import { peerMessageRefusal } from './transports/peer-message-screen.ts';
 import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
 import {
   isWebSocketUpgradeRequest,
@@ -222,7 +223,10 @@ class BatchServerTransport implements RpcTransport {
 
   receive(): Promise<string> {
     const next = this.#incoming.shift();
-    if (next !== undefined) return Promise.resolve(next);
+    if (next !== undefined) {
+      const refusal = peerMessageRefusal(next, 'service');
+      return refusal === undefined ? Promise.resolve(next) : Promise.reject(refusal);
+    }
     this.#markAllReceived();
     // The batch has no more lines; the session stays open until its calls are answered.
     return new Promise(() => {});
@@ -302,7 +306,7 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
   // the session keeps a detached copy of what it may still want to read.
   const upgradeRequest = new Request(request.url, { method: 'GET', headers: request.headers });
   return upgrader.upgrade(request, options.runtime, (socket) => {
-    const transport = new WebSocketRpcTransport(socket);
+    const transport = new WebSocketRpcTransport(socket, { receiver: 'service' });
     try {
       const main = options.createMain({ transport: 'websocket', request: upgradeRequest });
       transport.limitEntries(new RpcSession(transport, main, sessionOptions), maxEntries);

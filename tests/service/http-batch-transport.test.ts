@@ -2,7 +2,11 @@ import { MAX_SVC_TIMEOUT_MS } from '../../src/core/deadline.ts';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { abilitySession, MAX_CALLS_PER_BATCH } from '../../src/service/ability-session.ts';
+import {
+  abilitySession,
+  MAX_CALLS_PER_BATCH,
+  type TokenRequest,
+} from '../../src/service/ability-session.ts';
 import {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
@@ -74,7 +78,7 @@ test('calls over time on one HTTP-batch session each get a fresh batch and reuse
   assert.equal(endpoint.requests.length, 3);
   assert.equal(record.authenticated.length, 3);
   assert.equal(tokenRequests.length, 1);
-  const { signal, ...request } = tokenRequests[0];
+  const { signal, ...request } = tokenRequests[0] as TokenRequest;
   assert.deepEqual(request, {
     callerServiceId: 'caller',
     targetServiceId: 'fake',

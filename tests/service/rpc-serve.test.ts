@@ -20,7 +20,8 @@ import {
   fakeRpcEndpoint,
   newFakeRecord,
 } from '../support/fake-main.ts';
-import { type MemoryWebSocket, memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { closedWithin, rawWebSocketSession } from '../support/raw-rpc-socket.ts';
 
 const RPC_URL = 'https://fake.internal/rpc/fake.echo';
 
@@ -253,31 +254,6 @@ test('an empty batch is answered with an empty 200 body', async () => {
   assert.equal(response.status, 200);
   assert.equal(await response.text(), '');
 });
-
-/** Opens a raw in-memory WebSocket session with `endpoint`; resolves once both ends are open. */
-async function rawWebSocketSession(endpoint: ReturnType<typeof fakeRpcEndpoint>) {
-  const sockets = memoryWebSocketFactory(endpoint.fetch);
-  const client = sockets.createWebSocket(RPC_URL) as unknown as MemoryWebSocket;
-  const received: string[] = [];
-  client.addEventListener('message', (event) => received.push(event.data as string));
-  const started = Date.now();
-  while (client.readyState === 0) {
-    if (Date.now() - started > 5_000) throw new Error('the upgrade did not complete');
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-  assert.deepEqual(sockets.statuses, [200]);
-  return { client, server: client.peer!, received };
-}
-
-/** Resolves once `socket` is closed, or fails after `ms`. */
-async function closedWithin(socket: { closeCode: number | undefined }, ms: number) {
-  const started = Date.now();
-  while (socket.closeCode === undefined) {
-    if (Date.now() - started > ms) throw new Error('the socket was not closed');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  return socket.closeCode;
-}
 
 /**
  * Floods a fresh WebSocket session with `pushes` echo calls it never releases; returns the

@@ -7,6 +7,7 @@
  */
 import type { AnyRpcTransport } from 'capnweb';
 import { SvcConfigurationError } from '../../core/errors.ts';
+import { screenedTransport } from './peer-message-screen.ts';
 import {
   type OpenedRpcSession,
   openSessionOver,
@@ -36,7 +37,8 @@ export function customRpcTransport(
   return {
     kind: 'custom',
     open(): OpenedRpcSession {
-      return openSessionOver(take());
+      // The peer is whatever the transport reaches: its messages are screened like a service's.
+      return openSessionOver(screenedTransport(take(), 'caller'));
     },
   };
 }

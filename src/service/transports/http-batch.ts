@@ -20,6 +20,7 @@ import {
   type RpcOpenTarget,
   type RpcTransportFactory,
 } from './outbound-metadata.ts';
+import { peerMessageRefusal } from './peer-message-screen.ts';
 
 /** A `fetch`-like function: how a caller reaches an in-process service or a service binding. */
 export type RpcFetch = (request: Request) => Promise<Response>;
@@ -141,7 +142,11 @@ class BatchClientTransport implements RpcTransport {
   async receive(): Promise<string> {
     if (this.#incoming === null) await this.#exchange;
     const next = this.#incoming?.shift();
-    if (next !== undefined) return next;
+    if (next !== undefined) {
+      const refusal = peerMessageRefusal(next, 'caller');
+      if (refusal !== undefined) throw refusal;
+      return next;
+    }
     this.#ended = true;
     throw new Error('Batch RPC request ended.');
   }

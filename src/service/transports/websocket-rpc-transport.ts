@@ -11,6 +11,7 @@
  */
 import type { RpcTransport } from 'capnweb';
 import { SvcInternalError } from '../../core/errors.ts';
+import { peerMessageRefusal, type RpcReceiver } from './peer-message-screen.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */
 export interface RpcWebSocket {
@@ -83,6 +84,11 @@ export interface WebSocketRpcTransportOptions {
    * {@link SEND_BUFFER_FULL_CLOSE}. Default {@link MAX_WEBSOCKET_SEND_BUFFER_BYTES}.
    */
   maxBufferedBytes?: number;
+  /**
+   * Which end of the session this is, for the screen every received message passes (see
+   * `peer-message-screen.ts`); default `caller`, whose screen a service end tightens.
+   */
+  receiver?: RpcReceiver;
 }
 
 /** Cap'n Web transport over a WebSocket-shaped object; sends queue until the socket opens. */
@@ -96,9 +102,11 @@ export class WebSocketRpcTransport implements RpcTransport {
   #entryLimit: { session: RpcSessionStats; maxEntries: number } | undefined;
   #receivedSinceCount = 0;
   #maxBufferedBytes: number;
+  #receiver: RpcReceiver;
 
   constructor(socket: RpcWebSocket, options: WebSocketRpcTransportOptions = {}) {
     this.#socket = socket;
+    this.#receiver = options.receiver ?? 'caller';
     this.#maxBufferedBytes = options.maxBufferedBytes ?? MAX_WEBSOCKET_SEND_BUFFER_BYTES;
     try {
       socket.binaryType = 'arraybuffer';
@@ -174,11 +182,17 @@ export class WebSocketRpcTransport implements RpcTransport {
       if (overLimit !== undefined) return Promise.reject(overLimit);
     }
     const next = this.#received.shift();
-    if (next !== undefined) return Promise.resolve(next);
+    if (next !== undefined) return this.#screened(next);
     if (this.#error !== undefined) return Promise.reject(this.#error);
     return new Promise((resolve, reject) => {
       this.#waiting = { resolve, reject };
     });
+  }
+
+  /** A queued message, refused if the screen refuses it (the session then aborts). */
+  #screened(message: string): Promise<string> {
+    const refusal = peerMessageRefusal(message, this.#receiver);
+    return refusal === undefined ? Promise.resolve(message) : Promise.reject(refusal);
   }
 
   /** Closes the socket with the RPC failure as the close reason. */
@@ -246,7 +260,9 @@ export class WebSocketRpcTransport implements RpcTransport {
     const waiting = this.#waiting;
     if (waiting !== undefined) {
       this.#waiting = undefined;
-      waiting.resolve(data);
+      const refusal = peerMessageRefusal(data, this.#receiver);
+      if (refusal === undefined) waiting.resolve(data);
+      else waiting.reject(refusal);
     } else {
       this.#received.push(data);
     }
