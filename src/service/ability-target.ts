@@ -25,10 +25,10 @@ import {
 } from '../core/errors.ts';
 import { frozenIdentity, type VerifiedIdentity } from '../core/identity.ts';
 import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
-import { type SvcSchema, validateWithSchemaNow } from '../core/schema.ts';
+import { validateWithSchemaNow } from '../core/schema.ts';
 import { type AbilityDefinition, type HandlerFactoryInput, isDefinedAbility } from './ability.ts';
 import { itemStream } from './item-stream.ts';
-import type { MethodDefinition } from './method.ts';
+import { declaredOutputPropertyNames, type MethodDefinition } from './method.ts';
 import { assertScopes, registerHandlerIdentity } from './scopes.ts';
 import type { AbilityRpc } from './types.ts';
 
@@ -66,6 +66,8 @@ export type AbilityTarget<A extends AbilityDefinition<any>> = RpcTarget & Abilit
 
 /** Message of an output-side issue: the handler's output may hold data the caller must not see. */
 const REDACTED_OUTPUT_ISSUE = 'does not match the output schema';
+/** Stands in an output issue's path for a key the output schema does not declare. */
+const REDACTED_PATH_KEY = '*';
 
 // deno-lint-ignore no-explicit-any
 type AnyAbility = AbilityDefinition<any>;
@@ -129,15 +131,22 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 /** An output-side refusal without the library's messages, which may quote the output. */
-function redactedOutputError(error: unknown): unknown {
+function redactedOutputError(error: unknown, declared: ReadonlySet<string>): unknown {
   if (!(error instanceof AbilityValidationError)) return error;
-  // Libraries quote offending values in messages (arktype: `(was "...")`); keep the paths.
+  // Libraries quote offending values in messages (arktype: `(was "...")`), and a path can hold
+  // keys of the output itself (a record's): only indices and declared property names stay.
   return new AbilityValidationError(error.message, {
     status: 500,
     ...(error.reason !== undefined ? { reason: error.reason } : {}),
     issues: error.issues.map((issue) => ({
       message: REDACTED_OUTPUT_ISSUE,
-      ...(issue.path !== undefined ? { path: issue.path } : {}),
+      ...(issue.path !== undefined
+        ? {
+          path: issue.path.map((segment) =>
+            typeof segment === 'number' || declared.has(segment) ? segment : REDACTED_PATH_KEY
+          ),
+        }
+        : {}),
     })),
   });
 }
@@ -147,16 +156,16 @@ function redactedOutputError(error: unknown): unknown {
  * schema passes on may be the handler's own value, whose reading runs handler code: callers
  * guard this like the handler call itself.
  */
-function checkedOutput(schema: SvcSchema, value: unknown, label: string): unknown {
+function checkedOutput(plan: MethodPlan, value: unknown): unknown {
   let result: unknown;
   try {
-    result = validateWithSchemaNow(schema, value, 'output', label);
+    result = validateWithSchemaNow(plan.method.output, value, 'output', plan.label);
   } catch (error) {
-    throw redactedOutputError(error);
+    throw redactedOutputError(error, plan.outputPropertyNames);
   }
   return isThenable(result)
     ? Promise.resolve(result).catch((error: unknown) => {
-      throw redactedOutputError(error);
+      throw redactedOutputError(error, plan.outputPropertyNames);
     })
     : result;
 }
@@ -276,6 +285,8 @@ interface MethodPlan {
   label: string;
   /** The ability's scopes followed by the method's. */
   requiredScopes: readonly string[];
+  /** See {@link declaredOutputPropertyNames}. */
+  outputPropertyNames: ReadonlySet<string>;
 }
 
 /** Builds the handler object for one call and returns its implementation of the method. */
@@ -423,7 +434,7 @@ function guardedOutput(
   output: unknown,
 ): unknown {
   try {
-    const checked = checkedOutput(plan.method.output, output, plan.label);
+    const checked = checkedOutput(plan, output);
     if (!isThenable(checked)) return checked;
     return Promise.resolve(checked).catch((error: unknown) => {
       throw handlerFailure(error, plan, call, deadline);
@@ -437,7 +448,7 @@ function guardedOutput(
 async function guardedItem(plan: MethodPlan, call: AbilityCallContext, item: unknown) {
   try {
     // Awaited here, inside the guard: awaiting reads the value's `then`.
-    return await checkedOutput(plan.method.output, item, plan.label);
+    return await checkedOutput(plan, item);
   } catch (error) {
     throw callerFacingFailure(error, plan.ability, plan.methodName, call);
   }
@@ -541,6 +552,7 @@ function targetClassFor(ability: AnyAbility): TargetClass {
       method,
       label: `${ability.id}.${methodName}`,
       requiredScopes: Object.freeze([...ability.scopes, ...method.scopes]),
+      outputPropertyNames: declaredOutputPropertyNames(method),
     };
     // A synchronous result goes back as is (Cap'n Web answers it without a promise hop); a
     // refusal always leaves as a rejection.

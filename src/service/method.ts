@@ -242,6 +242,42 @@ export function checkMethodDefinition(definition: unknown, label: string): Metho
   return checked;
 }
 
+const outputPropertyNames = new WeakMap<MethodDefinition, ReadonlySet<string>>();
+
+/**
+ * Every property name the method's output JSON Schema declares (under any `properties`, at any
+ * depth). Other keys of an output (a record's, say) are the handler's data, which an invalid
+ * output's issue paths must not carry to the caller.
+ */
+export function declaredOutputPropertyNames(method: MethodDefinition): ReadonlySet<string> {
+  let names = outputPropertyNames.get(method);
+  if (names === undefined) {
+    names = propertyNamesIn(methodJsonSchemas(method).output);
+    outputPropertyNames.set(method, names);
+  }
+  return names;
+}
+
+function propertyNamesIn(schema: unknown): Set<string> {
+  const names = new Set<string>();
+  const pending: unknown[] = [schema];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      for (const entry of value) pending.push(entry);
+      continue;
+    }
+    const record = value as Record<string, unknown>;
+    const properties = record.properties;
+    if (properties !== null && typeof properties === 'object' && !Array.isArray(properties)) {
+      for (const name of Object.keys(properties)) names.add(name);
+    }
+    for (const key of Object.keys(record)) pending.push(record[key]);
+  }
+  return names;
+}
+
 /** Whether a value is a method definition produced by {@link abilityMethod}. */
 export function isRegisteredMethod(value: unknown): value is MethodDefinition {
   return value !== null && typeof value === 'object' &&

@@ -184,6 +184,48 @@ test('output issue messages are redacted even when the schema library quotes the
   assert.deepEqual(error.issues[0].path, ['k']);
 });
 
+test("an output issue path keeps indices and declared property names, never the output's own keys", async () => {
+  const secretKey = `${SECRET}@customer.example`;
+  const ability = defineAbility({
+    id: 'svc-k.records',
+    rpc: { transports: ['websocket'] },
+    methods: {
+      totals: abilityMethod({
+        input: z.object({}),
+        output: z.object({ rows: z.array(z.record(z.string(), z.number())) }),
+      }),
+      // A streamed item is checked the same way.
+      each: abilityMethod({
+        input: z.object({}),
+        output: z.record(z.string(), z.number()),
+        stream: true,
+      }),
+    },
+    handler: () => ({
+      totals: () => ({ rows: [{ ok: 1 }, { [secretKey]: 'n/a' }] }) as never,
+      each: async function* () {
+        yield { [secretKey]: 'n/a' } as never;
+      },
+    }),
+  });
+  const target = createAbilityTarget(ability, callContextWith().call);
+  const error = await rejectsWithInfo(target.totals({}), {
+    code: 'ability_validation',
+    status: 500,
+  });
+  assert.ok(error instanceof AbilityValidationError);
+  assert.equal(JSON.stringify(error.issues).includes(SECRET), false);
+  assert.deepEqual(error.issues[0].path, ['rows', 1, '*']);
+  const stream = await target.each({}) as ReadableStream<unknown>;
+  const itemError = await stream.getReader().read().then(
+    () => assert.fail('an invalid item was delivered'),
+    (failure: unknown) => failure,
+  );
+  assert.ok(itemError instanceof AbilityValidationError);
+  assert.equal(JSON.stringify(itemError.issues).includes(SECRET), false);
+  assert.deepEqual(itemError.issues[0].path, ['*']);
+});
+
 function brokenSchema(validate: (value: unknown) => unknown): SvcSchema {
   const jsonSchema = () => ({ type: 'object' });
   return {
