@@ -64,6 +64,12 @@ export interface ServeRpcOptions {
    * was replaced with {@link WITHHELD_ERROR_MESSAGE}; a throw is ignored.
    */
   onErrorReplaced?(error: Error): void;
+  /**
+   * Told when a session is aborted for what its peer sent (a malformed or refused message, a
+   * limit passed), with the abort's reason; not for a peer that just went away. Errors that were
+   * an abort's reason are reported here, never to `onErrorReplaced`. A throw is ignored.
+   */
+  onSessionAborted?(reason: unknown): void;
 }
 
 /** Default largest HTTP-batch body: 4 MiB. */
@@ -116,15 +122,84 @@ function opaqueSendError(): SvcInternalError {
  * thrown or inside a value. Taxonomy errors, ours or received with a valid `code` from a hop
  * further down, go as they are (Cap'n Web drops their stack); anything else is replaced.
  */
-function unshapedErrorReplacer(options: ServeRpcOptions): (error: Error) => Error | undefined {
+function unshapedErrorReplacer(
+  options: ServeRpcOptions,
+  aborts: SessionAbortWatch,
+): (error: Error) => Error | undefined {
   return (error) => {
     if (hasSvcErrorShape(error)) return undefined;
-    try {
-      options.onErrorReplaced?.(error);
-    } catch {
-      // Reporting is a side channel; the caller still gets the opaque error.
-    }
+    const unknownMember = unknownMemberRefusal(error);
+    if (unknownMember !== undefined) return unknownMember;
+    // Cap'n Web serialises an abort's reason before it tells the transport of the abort, so
+    // the report waits a microtask to tell a protocol failure from a handler's.
+    queueMicrotask(() => {
+      if (aborts.isAbortReason(error)) return;
+      try {
+        options.onErrorReplaced?.(error);
+      } catch {
+        // Reporting is a side channel; the caller still gets the opaque error.
+      }
+    });
     return opaqueSendError();
+  };
+}
+
+// Cap'n Web's refusals of a call to something the target does not offer: a method that does
+// not exist, an instance property, a member of a value that cannot be sent.
+const UNKNOWN_MEMBER_MESSAGES = [
+  /^'(.*)' is not a function\.$/s,
+  /^Attempted to access property '(.*?)', which is an instance property/s,
+  /^'(.*?)' is not a serializable type/s,
+];
+/** Longest member name quoted back to the caller. */
+const MAX_QUOTED_MEMBER_LENGTH = 128;
+
+/**
+ * A call to a member the target does not offer is the caller's mistake, not a handler's: it
+ * gets its own refusal (404, reason `unknown_method`, quoting the caller's own name for it) and
+ * no handler-failure report.
+ */
+function unknownMemberRefusal(error: Error): SvcInternalError | undefined {
+  if (!(error instanceof TypeError)) return undefined;
+  for (const pattern of UNKNOWN_MEMBER_MESSAGES) {
+    const match = pattern.exec(error.message);
+    if (match === null) continue;
+    const name = match[1].slice(0, MAX_QUOTED_MEMBER_LENGTH);
+    const refusal = new SvcInternalError(`No method ${JSON.stringify(name)} on this RPC target`, {
+      status: 404,
+      reason: 'unknown_method',
+    });
+    Object.defineProperty(refusal, 'stack', {
+      value: undefined,
+      writable: true,
+      configurable: true,
+    });
+    return refusal;
+  }
+  return undefined;
+}
+
+/** Reports a session's abort once, and tells which error was its reason. */
+interface SessionAbortWatch {
+  aborted(reason: unknown): void;
+  isAbortReason(error: unknown): boolean;
+}
+
+function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
+  let reported = false;
+  let abortReason: unknown;
+  return {
+    aborted(reason) {
+      if (reported) return;
+      reported = true;
+      abortReason = reason;
+      try {
+        options.onSessionAborted?.(reason);
+      } catch {
+        // Reporting is a side channel.
+      }
+    },
+    isAbortReason: (error) => reported && error === abortReason,
   };
 }
 
@@ -207,9 +282,11 @@ class BatchServerTransport implements RpcTransport {
   #allReceived: Promise<void>;
   #markAllReceived!: () => void;
   #markAborted!: (reason: unknown) => void;
+  #aborts: SessionAbortWatch;
 
-  constructor(lines: string[]) {
+  constructor(lines: string[], aborts: SessionAbortWatch) {
     this.#incoming = lines;
+    this.#aborts = aborts;
     this.#allReceived = new Promise<void>((resolve, reject) => {
       this.#markAllReceived = resolve;
       this.#markAborted = reject;
@@ -233,6 +310,8 @@ class BatchServerTransport implements RpcTransport {
   }
 
   abort(reason: unknown): void {
+    // Once the response is taken the batch is over: ending the session is no failure.
+    if (this.#outgoing !== null) this.#aborts.aborted(reason);
     this.#markAborted(reason);
   }
 
@@ -266,11 +345,12 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
       detail: `RPC batch exceeds ${maxMessages} messages`,
     });
   }
-  const transport = new BatchServerTransport(lines);
+  const aborts = watchSessionAbort(options);
+  const transport = new BatchServerTransport(lines, aborts);
   const main = options.createMain({ transport: 'http-batch', request });
   const session = new RpcSession(transport, main, {
     limits: checkedLimits(options.limits),
-    onSendError: unshapedErrorReplacer(options),
+    onSendError: unshapedErrorReplacer(options, aborts),
   });
   try {
     await transport.whenAllReceived();
@@ -295,10 +375,7 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
         'serveDeno or workersEntrypoint, or pass an upgrader',
     });
   }
-  const sessionOptions = {
-    limits: checkedLimits(options.limits),
-    onSendError: unshapedErrorReplacer(options),
-  };
+  const limits = checkedLimits(options.limits);
   const maxEntries = options.maxSessionEntries === undefined
     ? DEFAULT_MAX_SESSION_ENTRIES
     : requirePositiveInteger(options.maxSessionEntries, 'maxSessionEntries');
@@ -306,10 +383,18 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
   // the session keeps a detached copy of what it may still want to read.
   const upgradeRequest = new Request(request.url, { method: 'GET', headers: request.headers });
   return upgrader.upgrade(request, options.runtime, (socket) => {
-    const transport = new WebSocketRpcTransport(socket, { receiver: 'service' });
+    const aborts = watchSessionAbort(options);
+    const transport = new WebSocketRpcTransport(socket, {
+      receiver: 'service',
+      onSessionAborted: aborts.aborted,
+    });
     try {
       const main = options.createMain({ transport: 'websocket', request: upgradeRequest });
-      transport.limitEntries(new RpcSession(transport, main, sessionOptions), maxEntries);
+      const session = new RpcSession(transport, main, {
+        limits,
+        onSendError: unshapedErrorReplacer(options, aborts),
+      });
+      transport.limitEntries(session, maxEntries);
     } catch (error) {
       transport.abort(error);
     }

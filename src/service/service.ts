@@ -6,6 +6,7 @@
  */
 import { type Context, Hono } from 'hono';
 import { applyTimeoutPolicy } from '../core/deadline.ts';
+import { hasSvcErrorShape, svcErrorInfo } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog, describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 import {
@@ -136,6 +137,19 @@ export function createService(options: ServiceOptions): SvcService {
             ability: ability.id,
             reason: 'error_withheld',
             error: describeErrorForLog(error),
+          }),
+        // A session ended by what its caller sent: no handler failed, but the RPC request did
+        // (an HTTP batch still answers 200, carrying the abort).
+        onSessionAborted: (reason) =>
+          emit(c, {
+            event: 'svc.request.failed',
+            level: 'warn',
+            requestId,
+            ability: ability.id,
+            reason: hasSvcErrorShape(reason)
+              ? svcErrorInfo(reason).reason ?? 'rpc_session_aborted'
+              : 'rpc_protocol_error',
+            error: describeErrorForLog(reason),
           }),
         createMain: () =>
           new AbilityGateway({

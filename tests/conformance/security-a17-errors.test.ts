@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { assertRefusal, createFixture } from './fixture.ts';
+import { svcErrorInfo } from '../../src/core/errors.ts';
 
 const OPAQUE = { code: 'internal', status: 500, retryable: false } as const;
 
@@ -121,7 +122,8 @@ test('ERR-08 an undeclared method fails without a stack or file paths', async ()
   const fx = await createFixture();
   const batch = fx.httpBatch('svc-a');
   using session = fx.session('svc-a.echo', { transport: batch.transport });
-  const error = await assertRefusal(session.nope({}), { code: 'internal', status: 500 });
+  const error = await assertRefusal(session.nope({}), { code: 'internal', status: 404 });
+  assert.equal(svcErrorInfo(error).reason, 'unknown_method');
   assert.equal(/\.ts\b|node_modules|file:/.test(error.message), false, error.message);
   const body = batch.exchanges[0].body;
   assert.equal(/\.ts\b|node_modules|file:|\bat \S+ \(/.test(body), false, body);

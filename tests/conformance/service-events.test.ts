@@ -100,6 +100,81 @@ test('Events: svc.request.failed is not emitted for a handler failure (200 batch
   assert.equal(named(fx, 'svc.ability.handler_failed').length, 1);
 });
 
+test('Events: an RPC session aborted for what its caller sent is svc.request.failed (warn), never a handler failure', async () => {
+  const fx = await createFixture();
+  const cases: [string, string, string][] = [
+    ["not Cap'n Web at all", 'not json', 'rpc_protocol_error'],
+    ['a release of an export that does not exist', '["release",7,1]', 'rpc_protocol_error'],
+    ['a caller promise', '["push",["promise",-5]]', 'rpc_value_refused'],
+  ];
+  for (const [what, body, reason] of cases) {
+    const before = fx.events.length;
+    const response = await fx.services['svc-a'].fetch(
+      new Request('https://svc-a.fixture.test/rpc/svc-a.echo', {
+        method: 'POST',
+        body,
+        headers: { 'X-Request-Id': 'req-protocol' },
+      }),
+    );
+    assert.equal(response.status, 200, what);
+    assert.match(await response.text(), /^\["abort"/, what);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const events = fx.events.slice(before);
+    assert.equal(events.some((event) => event.event === 'svc.ability.handler_failed'), false, what);
+    const failed = events.filter((event) => event.event === 'svc.request.failed');
+    assert.equal(failed.length, 1, what);
+    assert.equal(failed[0].level, 'warn', what);
+    assert.equal(failed[0].reason, reason, what);
+    assert.equal(failed[0].requestId, 'req-protocol', what);
+    assert.equal(failed[0].ability, 'svc-a.echo', what);
+  }
+  assert.equal(fx.count('factories', 'svc-a.echo'), 0);
+  // A session that ends normally reports nothing of the kind.
+  const before = fx.events.length;
+  {
+    using session = fx.session('svc-a.echo');
+    await session.whoami({});
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(
+    fx.events.slice(before).some((event) => event.event === 'svc.request.failed'),
+    false,
+  );
+});
+
+test('Events: a call to a method the ability does not have is refused as unknown_method, not logged as a handler failure', async () => {
+  const fx = await createFixture();
+  const { token } = await fx.plane.issueCapabilityToken({
+    callerServiceId: 'svc-caller',
+    targetServiceId: 'svc-a',
+    scopes: ['svc-a.read'],
+    callerAccess: 'service',
+  });
+  const response = await fx.services['svc-a'].fetch(
+    new Request('https://svc-a.fixture.test/rpc/svc-a.echo', {
+      method: 'POST',
+      body: [
+        `["push",["pipeline",0,["authenticate"],[${JSON.stringify(token)}]]]`,
+        '["push",["pipeline",1,["noSuchMethod"],[{}]]]',
+        '["pull",2]',
+      ].join('\n'),
+    }),
+  );
+  const lines = (await response.text()).split('\n').map((line) => JSON.parse(line));
+  const rejected = lines.find((line) => line[0] === 'reject');
+  assert.ok(rejected, JSON.stringify(lines));
+  assert.deepEqual(rejected[2][4], {
+    code: 'internal',
+    status: 404,
+    retryable: false,
+    reason: 'unknown_method',
+  });
+  assert.match(rejected[2][2], /noSuchMethod/);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(named(fx, 'svc.ability.handler_failed').length, 0);
+  assert.equal(fx.count('factories', 'svc-a.echo'), 0);
+});
+
 test('Events: svc.ability.handler_failed carries the original error name and message', async () => {
   const fx = await createFixture();
   using session = fx.session('svc-a.echo', { requestId: 'req-handler' });

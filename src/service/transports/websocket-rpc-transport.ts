@@ -89,6 +89,11 @@ export interface WebSocketRpcTransportOptions {
    * `peer-message-screen.ts`); default `caller`, whose screen a service end tightens.
    */
   receiver?: RpcReceiver;
+  /**
+   * Told when the session is aborted for a reason other than the connection's own end (a
+   * message it refused, a limit passed); a peer that closes or drops is not reported.
+   */
+  onSessionAborted?(reason: unknown): void;
 }
 
 /** Cap'n Web transport over a WebSocket-shaped object; sends queue until the socket opens. */
@@ -103,10 +108,12 @@ export class WebSocketRpcTransport implements RpcTransport {
   #receivedSinceCount = 0;
   #maxBufferedBytes: number;
   #receiver: RpcReceiver;
+  #onSessionAborted: ((reason: unknown) => void) | undefined;
 
   constructor(socket: RpcWebSocket, options: WebSocketRpcTransportOptions = {}) {
     this.#socket = socket;
     this.#receiver = options.receiver ?? 'caller';
+    this.#onSessionAborted = options.onSessionAborted;
     this.#maxBufferedBytes = options.maxBufferedBytes ?? MAX_WEBSOCKET_SEND_BUFFER_BYTES;
     try {
       socket.binaryType = 'arraybuffer';
@@ -197,6 +204,7 @@ export class WebSocketRpcTransport implements RpcTransport {
 
   /** Closes the socket with the RPC failure as the close reason. */
   abort(reason: unknown): void {
+    if (this.#error === undefined || reason !== this.#error) this.#onSessionAborted?.(reason);
     try {
       this.#socket.close(RPC_ABORT_CLOSE_CODE, closeReason(reason));
     } catch {
