@@ -140,35 +140,67 @@ function noUsableTransport(
   );
 }
 
-/**
- * The transport kind an in-process session uses, from what the ability offers: HTTP-batch when
- * offered (nothing stays open between calls), else WebSocket. A session keeps its first choice
- * (`kept`): the ability session treats batches and a long-lived session differently, so the
- * kind must not change under an open session.
- */
-function selectRpcKind(
-  endpoint: ServiceEndpoint,
-  ability: AbilityDiscoveryEntry,
-  kept: EndpointRpcKind | undefined,
-): EndpointRpcKind {
-  if (kept !== undefined) return kept;
-  const offered = ability.rpc.transports;
-  if (offered.includes('http-batch')) return 'http-batch';
-  if (offered.includes('websocket')) return 'websocket';
-  return noUsableTransport(ability, endpoint, 'the plane opens http-batch and websocket only');
+/** The transport an in-process session travels on, and its kind. */
+interface SelectedTransport {
+  kind: EndpointRpcKind;
+  transport: RpcTransportFactory;
 }
 
-/** The endpoint's transport of `kind` to the ability's route; a missing WebSocket route refused. */
+/**
+ * The transport an in-process session uses, from what the ability offers and the endpoint can
+ * open. An ability with streaming methods goes over WebSocket when it can (streams need a
+ * session transport, as the broker's plane leg does); otherwise HTTP-batch comes first (nothing
+ * stays open between calls). A session keeps its first choice: the ability session treats
+ * batches and a long-lived session differently, so the kind must not change under it.
+ */
+function selectTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+): SelectedTransport {
+  const offered = ability.rpc.transports;
+  const streams = Object.values(ability.methods).some((method) => method.stream === true);
+  const preference: EndpointRpcKind[] = streams
+    ? ['websocket', 'http-batch']
+    : ['http-batch', 'websocket'];
+  const candidates = preference.filter((kind) => offered.includes(kind));
+  if (candidates.length === 0) {
+    return noUsableTransport(ability, endpoint, 'the plane opens http-batch and websocket only');
+  }
+  for (const [index, kind] of candidates.entries()) {
+    const selected = openableTransport(endpoint, ability, kind, index < candidates.length - 1);
+    if (selected !== undefined) return { kind, transport: selected };
+  }
+  return noUsableTransport(ability, endpoint, 'no offered transport can be opened');
+}
+
+/** The transport of the kind a session already uses, to the ability's current route. */
+function keptTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  kind: EndpointRpcKind,
+): SelectedTransport {
+  if (!ability.rpc.transports.includes(kind)) {
+    noUsableTransport(ability, endpoint, `the session travels over ${kind}, no longer offered`);
+  }
+  return { kind, transport: openableTransport(endpoint, ability, kind, false)! };
+}
+
+/**
+ * The endpoint's transport of `kind` to the ability's route. A WebSocket the endpoint cannot
+ * dial is `undefined` when another kind remains to try, else refused.
+ */
 function openableTransport(
   endpoint: ServiceEndpoint,
   ability: AbilityDiscoveryEntry,
   kind: EndpointRpcKind,
-): RpcTransportFactory {
+  alternativeLeft: boolean,
+): RpcTransportFactory | undefined {
   try {
     return endpoint.rpcTransport(ability.rpc.path, kind);
   } catch (error) {
     // The endpoint's own refusal says why; this one also says which ability cannot be reached.
     if (error instanceof SvcConfigurationError && error.reason === 'websocket_unavailable') {
+      if (alternativeLeft) return undefined;
       noUsableTransport(ability, endpoint, error.message);
     }
     throw error;
@@ -233,8 +265,7 @@ export function createInProcessSessions(deps: SessionDependencies) {
         ? undefined
         : validateBrokerCaller(options.caller, 'abilitySession');
       const shape = tokenShapeForCaller(caller, deps.planeServiceId);
-      let transport: RpcTransportFactory | undefined;
-      let kind: EndpointRpcKind | undefined;
+      let selected: SelectedTransport | undefined;
       const requestToken = async () => {
         const target = await deps.catalog.target(targetServiceId, bindings, 'token', {
           ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
@@ -242,15 +273,15 @@ export function createInProcessSessions(deps: SessionDependencies) {
         checkCatalogAccess(target, abilityId, shape.callerAccess);
         const ability = target.document.abilities.find((entry) => entry.id === abilityId)!;
         // Chosen before minting: an ability the plane cannot reach costs no token.
-        const selectedKind = selectRpcKind(target.endpoint, ability, kind);
-        const selected = openableTransport(target.endpoint, ability, selectedKind);
+        const chosen = selected === undefined
+          ? selectTransport(target.endpoint, ability)
+          : keptTransport(target.endpoint, ability, selected.kind);
         const issued = await deps.issuer.mintWithTarget(
           { ...shape, targetServiceId, scopes: options.scopes, abilityId, context: bindings },
           target.document.ingress !== undefined,
           target,
         );
-        kind = selectedKind;
-        transport = selected;
+        selected = chosen;
         return issued.token;
       };
       const callerBudget = budgetOf(options.timeoutMs);
@@ -264,7 +295,7 @@ export function createInProcessSessions(deps: SessionDependencies) {
         scopes: options.scopes,
         requestToken,
         transport: deferredTransport(
-          () => transport,
+          () => selected?.transport,
           callerBudget === undefined && timeoutMs !== undefined,
         ),
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),

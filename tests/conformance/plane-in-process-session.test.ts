@@ -234,6 +234,13 @@ const pingMethods = {
   }),
 };
 
+const tickMethod = abilityMethod({
+  input: z.object({ n: z.number().int().min(0).max(10) }),
+  output: z.object({ i: z.number() }),
+  scopes: ['svc-w.read'],
+  stream: true,
+});
+
 type ServiceFetch = (request: Request, env?: unknown) => Promise<Response>;
 type EndpointKind = 'http' | 'http-without-sockets' | 'binding-without-sockets' | 'local';
 
@@ -246,14 +253,27 @@ async function transportDeployment(
   transports: ('http-batch' | 'websocket')[],
   kind: EndpointKind,
   plane: { timeout?: { defaultMs?: number } } = {},
+  streams = false,
 ) {
   const keys = await testKeys();
-  const ability = defineAbility({
-    id: 'svc-w.live',
-    rpc: { transports },
-    methods: pingMethods,
-    handler: () => ({ ping: () => ({ ok: true }) }),
-  });
+  const ability = streams
+    ? defineAbility({
+      id: 'svc-w.live',
+      rpc: { transports },
+      methods: { ...pingMethods, ticks: tickMethod },
+      handler: () => ({
+        ping: () => ({ ok: true }),
+        ticks: async function* ({ n }: { n: number }) {
+          for (let i = 0; i < n; i++) yield { i };
+        },
+      }),
+    })
+    : defineAbility({
+      id: 'svc-w.live',
+      rpc: { transports },
+      methods: pingMethods,
+      handler: () => ({ ping: () => ({ ok: true }) }),
+    });
   const rpcRequests: Request[] = [];
   // Filled in once the plane's JWKS exists: the service verifies the plane's tokens.
   const served: { service?: { fetch: ServiceFetch } } = {};
@@ -299,7 +319,10 @@ async function transportDeployment(
   });
   mints = 0; // the JWKS read above is not a mint
   const session = (options: { timeoutMs?: number } = {}) =>
-    controlPlane.abilitySession<{ ping(input: object): { ok: boolean } }>({
+    controlPlane.abilitySession<{
+      ping(input: object): { ok: boolean };
+      ticks(input: { n: number }): ReadableStream<{ i: number }>;
+    }>({
       abilityId: 'svc-w.live',
       targetServiceId: 'svc-w',
       scopes: ['svc-w.read'],
@@ -329,6 +352,23 @@ test('In-process session transport selection: HTTP-batch is used whenever the ab
   assert.deepEqual(fx.sockets.urls, [], 'no socket dialled');
   assert.equal(fx.rpcRequests.length, 1);
   assert.equal(fx.rpcRequests[0].method, 'POST');
+});
+
+test('In-process session transport selection: an ability with streaming methods goes over WebSocket when the endpoint can dial it', async () => {
+  const fx = await transportDeployment(['http-batch', 'websocket'], 'http', {}, true);
+  using session = fx.session();
+  const items: { i: number }[] = [];
+  for await (const item of await session.ticks({ n: 3 })) items.push(item);
+  assert.deepEqual(items, [{ i: 0 }, { i: 1 }, { i: 2 }]);
+  assert.deepEqual(await session.ping({}), { ok: true }, 'unary calls share the socket');
+  assert.equal(fx.sockets.urls.length, 1);
+  assert.equal(fx.rpcRequests.filter((request) => request.method === 'POST').length, 0);
+  // An endpoint that cannot dial a socket falls back to HTTP-batch: unary calls work, and a
+  // stream is refused there with 405, as the contract says.
+  const batchOnly = await transportDeployment(['http-batch', 'websocket'], 'local', {}, true);
+  using fallback = batchOnly.session();
+  assert.deepEqual(await fallback.ping({}), { ok: true });
+  await assertRefusal(fallback.ticks({ n: 1 }), { status: 405 });
 });
 
 test('In-process session transport selection: over WebSocket the plane default budget bounds calls, not the socket', async () => {
