@@ -135,6 +135,14 @@ export function createIssuer(deps: IssuerDependencies) {
       throw new SvcConfigurationError('issueCapabilityToken: `scopes` must be an array');
     }
     const scopes = normalizeScopes(options.scopes);
+    if (scopes.length === 0) {
+      // The grant check reads the requested scopes: with none it would pass for any caller,
+      // granted anything on the target or not.
+      throw new CapabilityAuthError(
+        `A capability token for service "${targetServiceId}" needs at least one granted scope`,
+        { status: 403, reason: 'scopes_required' },
+      );
+    }
     const ttlSeconds = effectiveTtlSeconds(options.ttlSeconds, deps.defaultTtlSeconds);
     // The grant check runs on every mint: nothing is trusted from an earlier one. A caller that
     // already resolved the target for this very request (and decided on that document) passes

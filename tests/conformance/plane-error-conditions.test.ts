@@ -45,6 +45,52 @@ test('Other error conditions: unknown service, scope or grant at issuance is ref
   }
 });
 
+test('Other error conditions: an empty scope list is refused on every issuing path, granted or not', async () => {
+  // With no scope to check, the grant check would pass for a caller granted nothing.
+  const fx = await createPlaneDeployment();
+  const mints = [
+    () =>
+      fx.plane.issueCapabilityTokenForCaller({
+        caller: { clientId: 'hc2', serviceId: 'svc-other' },
+        targetServiceId: 'svc-a',
+        scopes: [],
+      }),
+    () =>
+      fx.plane.issueCapabilityToken({
+        callerServiceId: 'svc-other',
+        targetServiceId: 'svc-a',
+        scopes: [],
+        callerAccess: 'service',
+      }),
+    () =>
+      fx.plane.issueCapabilityToken({
+        callerServiceId: 'svc-caller',
+        targetServiceId: 'svc-a',
+        scopes: [],
+        callerAccess: 'plane',
+      }),
+  ];
+  for (const mint of mints) {
+    await assertRefusal(mint(), {
+      code: 'capability_auth',
+      status: 403,
+      reason: 'scopes_required',
+    });
+  }
+  using session = fx.plane.abilitySession<{ whoami(input: object): unknown }>({
+    abilityId: 'svc-a.echo',
+    targetServiceId: 'svc-a',
+    scopes: [],
+    caller: { id: 'svc-other', kind: 'service' },
+  });
+  await assertRefusal(session.whoami({}), { code: 'capability_auth', reason: 'scopes_required' });
+  assert.equal(fx.count('factories', 'svc-a.echo'), 0);
+  // The token endpoint refuses the same request as malformed.
+  const response = await fx.send(await hmacTokenRequest(tokenBody({ scopes: [] })));
+  assert.equal(response.status, 400);
+  assert.equal(response.body.token, undefined);
+});
+
 test('Other error conditions: an unreachable grant target at issuance is a 500', async () => {
   const fx = await createPlaneDeployment();
   fx.stop('svc-d');
