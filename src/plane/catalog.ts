@@ -367,7 +367,8 @@ export function createCatalog(options: CatalogOptions): Catalog {
         context,
         requestId,
       );
-      cache.delete(key).catch(() => {});
+      // Like `set`: a shared cache that throws, or answers with no promise, costs nothing more.
+      Promise.resolve().then(() => cache.delete(key)).catch(() => {});
       return undefined;
     }
   };

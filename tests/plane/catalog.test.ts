@@ -479,6 +479,27 @@ test('a poisoned shared-cache entry is not trusted: it is refetched and replaced
   assert.equal(((await inner.get(discoveryCacheKey('svc-a'))) as { id: string }).id, 'svc-a');
 });
 
+test('a rejected shared-cache entry is refetched even when the cache cannot delete it', async () => {
+  let deletes = 0;
+  const rejecting: RegistryCache = {
+    // Another writer's entry, which the acceptance rule refuses.
+    get: () => Promise.resolve({ id: 'svc-a', bogus: true }),
+    set: () => Promise.resolve(),
+    // A client that throws at once instead of rejecting.
+    delete: (() => {
+      deletes++;
+      throw new Error('cache client is closed');
+    }) as unknown as RegistryCache['delete'],
+  };
+  const a = fakeService('svc-a');
+  const catalog = catalogOf([a.endpoint], { caches: resolveDiscoveryCaches(rejecting) });
+  const resolved = await catalog.target('svc-a', {}, 'token');
+  assert.equal(resolved.document.id, 'svc-a');
+  await settle();
+  assert.equal(deletes, 1);
+  assert.equal(a.requests.length, 1);
+});
+
 test('REG-01 (cache): a document accepted for another target, stored under this key, is not served', async () => {
   const inner = memoryRegistryCache();
   const a = fakeService('svc-a');
