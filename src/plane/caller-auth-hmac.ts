@@ -34,6 +34,7 @@ import {
   configurationRefuser,
   once,
   refusalLoggingAuthenticator,
+  refuseUnknownOptions,
   registeredClients,
 } from './caller-auth-scheme.ts';
 
@@ -156,6 +157,7 @@ function signatureFrom(value: string): Uint8Array {
  */
 export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): CallerAuthenticator {
   if (options === null || typeof options !== 'object') refuseConfig('options object required');
+  refuseUnknownOptions(options, ['clients', 'maxSkewSeconds', 'log', 'now'], refuseConfig);
   const clients = hmacClients(options.clients);
   const maxSkew = boundedIntegerOption(
     options.maxSkewSeconds,

@@ -34,6 +34,7 @@ import {
   configurationRefuser,
   once,
   refusalLoggingAuthenticator,
+  refuseUnknownOptions,
   registeredClients,
 } from './caller-auth-scheme.ts';
 
@@ -293,6 +294,7 @@ async function checkRequestBinding(
  */
 export function jwkServiceClientAuth(options: JwkServiceClientAuthOptions): CallerAuthenticator {
   if (options === null || typeof options !== 'object') refuseConfig('options object required');
+  refuseUnknownOptions(options, ['clients', 'maxAssertionTtlSeconds', 'log', 'now'], refuseConfig);
   const clients = jwkClients(options.clients);
   const maxTtl = boundedIntegerOption(
     options.maxAssertionTtlSeconds,

@@ -31,6 +31,25 @@ export function once<T>(make: () => Promise<T>): () => Promise<T> {
   return () => (value ??= make());
 }
 
+/**
+ * Refuses an option the authenticator does not have. A replay store in particular: none ships
+ * and none is accepted (the contract narrows replay with the timestamp and assertion windows),
+ * so one passed anyway must not look as if it protected anything.
+ */
+export function refuseUnknownOptions(
+  options: object,
+  known: readonly string[],
+  refuse: ConfigurationRefuser,
+): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    refuse(
+      `unknown option \`${name}\` (accepted: ${known.join(', ')}). No replay store is accepted: ` +
+        'narrow the replay window with the timestamp or assertion lifetime option instead',
+    );
+  }
+}
+
 /** An optional integer option in `1..max`; `fallback` when absent. */
 export function boundedIntegerOption(
   value: unknown,

@@ -64,7 +64,7 @@ function text(value: unknown, field: string): string {
   return value;
 }
 
-/** Validates a broker caller; `principalKind` belongs to user-class callers only. */
+/** Validates a broker caller; `orgId` and `principalKind` belong to user-class callers only. */
 export function validateBrokerCaller(caller: unknown, label: string): BrokerCaller {
   if (caller === null || typeof caller !== 'object' || Array.isArray(caller)) {
     throw new SvcConfigurationError(
@@ -77,7 +77,13 @@ export function validateBrokerCaller(caller: unknown, label: string): BrokerCall
     throw new SvcConfigurationError(`${label}: caller.kind must be 'service' or 'user'`);
   }
   const checked: BrokerCaller = { id, kind: record.kind };
-  if (record.orgId !== undefined) checked.orgId = text(record.orgId, 'caller.orgId');
+  if (record.orgId !== undefined) {
+    // A service caller's token carries no subject, so an org would be dropped unseen.
+    if (record.kind === 'service') {
+      throw new SvcConfigurationError(`${label}: a service caller carries no orgId`);
+    }
+    checked.orgId = text(record.orgId, 'caller.orgId');
+  }
   if (record.principalKind !== undefined) {
     const kind = text(record.principalKind, 'caller.principalKind');
     if (isPrincipalKindTooLong(kind)) {

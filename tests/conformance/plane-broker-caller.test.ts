@@ -68,7 +68,7 @@ test('Broker caller: kind service keeps its id, gets callerAccess service and no
   for (const name of ['act', 'spk', 'spo']) assert.equal(name in claims, false, name);
 });
 
-test('Broker caller: a service caller carries no principalKind', async () => {
+test('Broker caller: a service caller carries no principalKind and no orgId', async () => {
   const fx = await createPlaneDeployment();
   assert.throws(
     () =>
@@ -78,6 +78,11 @@ test('Broker caller: a service caller carries no principalKind', async () => {
         'svc-a.echo',
       ),
     SvcConfigurationError,
+  );
+  // orgId becomes spo, which only a delegated (user-class) token carries: refused, not dropped.
+  assert.throws(
+    () => sessionFor(fx, { id: 'svc-robot', kind: 'service', orgId: 'org-1' }, 'svc-a.echo'),
+    (error: unknown) => error instanceof SvcConfigurationError && /no orgId/.test(error.message),
   );
 });
 

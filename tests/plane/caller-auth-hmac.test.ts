@@ -420,6 +420,16 @@ test('hmacServiceClientAuth refuses bad configuration at construction', () => {
       JSON.stringify(options),
     );
   }
+  // CallerAuth r6: no replay store is accepted, so one passed is refused, not silently ignored.
+  for (const unknown of ['replayStore', 'replayCache', 'maxSkew']) {
+    assert.throws(
+      () => hmacServiceClientAuth({ clients: {}, [unknown]: new Map() } as never),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError && error.message.includes(`\`${unknown}\``) &&
+        /No replay store is accepted/.test(error.message),
+      unknown,
+    );
+  }
 });
 
 test('hmacServiceClientAuth honours a narrower maxSkewSeconds and client ids named like prototype members', async () => {

@@ -332,6 +332,13 @@ test('jwkServiceClientAuth refuses private, duplicate or foreign keys at constru
   for (const options of bad) {
     assert.throws(() => jwkServiceClientAuth(options as never), SvcConfigurationError);
   }
+  // CallerAuth r6: no replay store is accepted, so one passed is refused, not silently ignored.
+  assert.throws(
+    () => jwkServiceClientAuth({ clients: {}, replayCache: new Set() } as never),
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && /`replayCache`/.test(error.message) &&
+      /No replay store is accepted/.test(error.message),
+  );
 });
 
 test('jwkServiceClientAuth honours a lower maxAssertionTtlSeconds', async () => {
