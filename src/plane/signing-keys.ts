@@ -17,7 +17,8 @@ import {
   readCapabilityJwks,
 } from '../core/capability-key-set.ts';
 import type { CapabilitySigner } from '../core/capability-token.ts';
-import { SvcConfigurationError } from '../core/errors.ts';
+import { SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
+import { withLazyDeadline } from '../core/settle-within.ts';
 
 /** One configured signing key: an explicit kid and its private P-256 key. */
 export interface SigningKeyEntry {
@@ -252,18 +253,33 @@ function contentKey(entries: SigningKeyEntry[]): string {
   return JSON.stringify(entries.map((entry) => [entry.kid, entry.secret]));
 }
 
+/** Longest wait for a `signingKeys(env)` function's answer; past it the plane fails closed. */
+export const SIGNING_KEYS_TIMEOUT_MS = 5000;
+
 /**
  * Resolves the `signingKeys` option for an environment. The authority is cached by the entries'
  * content, so an option computed from `env` on every request imports its keys only the first
- * time a given configuration is seen (and again only after the configuration changes).
+ * time a given configuration is seen (and again only after the configuration changes). A
+ * function that does not answer within `timeoutMs` fails with 500 `signing_keys_unavailable`.
  */
 export async function signingAuthorityFromOption(
   option: SigningKeysOption,
   env: unknown,
+  timeoutMs: number = SIGNING_KEYS_TIMEOUT_MS,
 ): Promise<SigningAuthority> {
   let entries: unknown;
-  if (typeof option === 'function') entries = await option(env);
-  else if (Array.isArray(option)) entries = option;
+  if (typeof option === 'function') {
+    // Like `services(context)`: a function that never settles fails the JWKS route and the
+    // mint closed instead of holding them forever.
+    entries = await withLazyDeadline(
+      () => option(env),
+      timeoutMs,
+      () =>
+        new SvcInternalError(`signingKeys(env) did not settle within ${timeoutMs} ms`, {
+          reason: 'signing_keys_unavailable',
+        }),
+    );
+  } else if (Array.isArray(option)) entries = option;
   else refuse('signingKeys must be a list of { kid, secret } or a function of env returning one');
   const checked = checkSigningKeyEntries(entries);
   const key = contentKey(checked);

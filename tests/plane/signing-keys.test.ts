@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { signCapabilityToken, verifyCapabilityToken } from '../../src/core/capability-token.ts';
-import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import {
   generateSigningKeyEntry,
   loadSigningAuthority,
+  SIGNING_KEYS_TIMEOUT_MS,
   signingAuthorityFromOption,
   type SigningKeyEntry,
 } from '../../src/plane/signing-keys.ts';
@@ -178,4 +179,24 @@ test('signingAuthorityFromOption imports once per distinct configuration', async
   assert.equal(fromList, first, 'a list with the same content shares the authority');
   await assertConfigRefused(signingAuthorityFromOption('keys' as never, {}), /signingKeys/);
   await assertConfigRefused(signingAuthorityFromOption(async () => [], {}), /at least one/);
+});
+
+test('a signingKeys(env) function that never answers fails closed within its bound', async () => {
+  const started = Date.now();
+  const error = await signingAuthorityFromOption(() => new Promise(() => {}), {}, 50).then(
+    () => assert.fail('resolved'),
+    (failure: unknown) => failure,
+  );
+  assert.deepEqual(svcErrorInfo(error), {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+    reason: 'signing_keys_unavailable',
+  });
+  assert.ok(Date.now() - started < 1_000);
+  assert.equal(SIGNING_KEYS_TIMEOUT_MS, 5000);
+  // One that answers at once is not timed at all.
+  const keys = await testKeys();
+  const authority = await signingAuthorityFromOption(() => [keys.k1.entry], {}, 1);
+  assert.equal(authority.signer.kid, keys.k1.entry.kid);
 });
