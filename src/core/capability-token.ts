@@ -14,6 +14,7 @@ import {
   encodeBase64Url,
   encodeBase64UrlText,
   hasCanonicalBase64UrlEnding,
+  writeBase64Url,
 } from './base64url.ts';
 import type { CapabilityKeySet } from './capability-key-set.ts';
 import {
@@ -121,10 +122,6 @@ function signingInputPrefix(signer: CapabilitySigner): EncodedHeader {
   return encoded;
 }
 
-const BASE64URL_CODES = asciiEncoder.encode(
-  'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_',
-);
-
 function base64UrlLength(byteLength: number): number {
   return Math.ceil((byteLength * 4) / 3);
 }
@@ -145,40 +142,6 @@ const MAX_PAYLOAD_JSON_LENGTH = Math.floor(
 // bytes are allocated outside the heap on some runtimes and cost more than the encoding itself.
 const payloadScratch = new Uint8Array(MAX_PAYLOAD_JSON_LENGTH * 3);
 const signingInputScratch = new Uint8Array(MAX_CAPABILITY_TOKEN_BYTES);
-
-/**
- * Writes unpadded base64url of the first `length` bytes of `bytes` into `out` at `offset` as
- * ASCII and returns the end.
- */
-function writeBase64Url(
-  bytes: Uint8Array,
-  length: number,
-  out: Uint8Array,
-  offset: number,
-): number {
-  const codes = BASE64URL_CODES;
-  const whole = length - (length % 3);
-  let at = offset;
-  let i = 0;
-  for (; i < whole; i += 3) {
-    const bits = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-    out[at++] = codes[bits >> 18];
-    out[at++] = codes[(bits >> 12) & 0x3f];
-    out[at++] = codes[(bits >> 6) & 0x3f];
-    out[at++] = codes[bits & 0x3f];
-  }
-  if (length - whole === 1) {
-    const bits = bytes[i] << 16;
-    out[at++] = codes[bits >> 18];
-    out[at++] = codes[(bits >> 12) & 0x3f];
-  } else if (length - whole === 2) {
-    const bits = (bytes[i] << 16) | (bytes[i + 1] << 8);
-    out[at++] = codes[bits >> 18];
-    out[at++] = codes[(bits >> 12) & 0x3f];
-    out[at++] = codes[(bits >> 6) & 0x3f];
-  }
-  return at;
-}
 
 function tooLarge(): never {
   throw new SvcConfigurationError(

@@ -13,11 +13,11 @@ import type { HmacSha256Key } from '../core/sha256.ts';
 import type { SvcLogOption } from '../core/logging.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import {
+  encodedRequestBodyHash,
   HMAC_CALLER_AUTH_SCHEME,
   hmacSignedString,
-  importHmacClientSecret,
   isWellFormedClientId,
-  requestBodyHash,
+  prepareHmacClientSecret,
   requestPathWithQuery,
   SVC_CLIENT_ID_HEADER,
   SVC_TIMESTAMP_HEADER,
@@ -32,7 +32,6 @@ import {
   CallerAuthRefusal,
   type ConfigurationRefuser,
   configurationRefuser,
-  once,
   refusalLoggingAuthenticator,
   refuseUnknownOptions,
   registeredClients,
@@ -80,7 +79,7 @@ const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/;
 
 interface RegisteredClient {
   serviceId: string;
-  key: () => Promise<HmacSha256Key>;
+  key: HmacSha256Key;
 }
 
 const refuseConfig: ConfigurationRefuser = configurationRefuser('hmacServiceClientAuth');
@@ -91,8 +90,8 @@ function hmacClients(clients: unknown): Map<string, RegisteredClient> {
     if (typeof secret !== 'string' || secret.length === 0) {
       refuseConfig(`client ${clientId} needs a non-empty secret`);
     }
-    const label = `hmacServiceClientAuth: client ${clientId}`;
-    return { key: once(() => importHmacClientSecret(secret, label)) };
+    // Prepared now: it is synchronous and cheap, and verification then never waits for a key.
+    return { key: prepareHmacClientSecret(secret, `hmacServiceClientAuth: client ${clientId}`) };
   });
 }
 
@@ -168,7 +167,7 @@ export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): Ca
   );
   const now = options.now ?? Date.now;
 
-  async function verify(request: Request, body: Uint8Array): Promise<AuthenticatedCaller> {
+  function verify(request: Request, body: Uint8Array): AuthenticatedCaller {
     const { value } = parseAuthorization(request.headers.get('Authorization'), CHALLENGE);
     const signature = signatureFrom(value);
     const clientId = clientIdFrom(request, clients);
@@ -178,12 +177,12 @@ export function hmacServiceClientAuth(options: HmacServiceClientAuthOptions): Ca
     const signed = hmacSignedString({
       method: request.method.toUpperCase(),
       pathWithQuery: requestPathWithQuery(request.url),
-      bodyHash: await requestBodyHash(body),
+      bodyHash: encodedRequestBodyHash(body),
       clientId,
       requestId,
       timestamp,
     });
-    if (!(await client.key()).verify(signed, signature)) {
+    if (!client.key.verify(signed, signature)) {
       throw new HmacRefusal('signature_mismatch', 'The signature does not match', clientId);
     }
     return { clientId, serviceId: client.serviceId };

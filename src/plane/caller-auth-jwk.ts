@@ -15,10 +15,10 @@ import { capabilityKeyThumbprint } from '../core/capability-token.ts';
 import type { SvcLogOption } from '../core/logging.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
 import {
+  encodedRequestBodyHash,
   JWK_CALLER_ASSERTION_TYP,
   JWK_CALLER_AUTH_SCHEME,
   MAX_JWK_ASSERTION_TTL_SECONDS,
-  requestBodyHash,
   requestPathWithQuery,
 } from '../service/token-request-signing.ts';
 import {
@@ -32,6 +32,7 @@ import {
   CallerAuthRefusal,
   type ConfigurationRefuser,
   configurationRefuser,
+  type Once,
   once,
   refusalLoggingAuthenticator,
   refuseUnknownOptions,
@@ -85,8 +86,8 @@ const ascii = new TextEncoder();
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 interface RegisteredKey {
-  key: () => Promise<CryptoKey>;
-  thumbprint: () => Promise<string>;
+  key: Once<CryptoKey>;
+  thumbprint: Once<string>;
 }
 
 interface RegisteredClient {
@@ -263,12 +264,12 @@ function expectClaim(
   if (actual !== expected) throw new JwkRefusal(reason, message, clientId);
 }
 
-async function checkRequestBinding(
+function checkRequestBinding(
   claims: Record<string, unknown>,
   request: Request,
   body: Uint8Array,
   clientId: string,
-): Promise<void> {
+): void {
   const requestId = acceptRequestId(request.headers.get(SVC_REQUEST_ID_HEADER));
   if (requestId === undefined) {
     throw new JwkRefusal('request_id_missing', 'A valid X-Request-Id is required', clientId);
@@ -282,7 +283,23 @@ async function checkRequestBinding(
     clientId,
   );
   expectClaim(claims.rid, requestId, 'request_id_mismatch', 'rid differs', clientId);
-  expectClaim(claims.bh, await requestBodyHash(body), 'body_hash_mismatch', 'bh differs', clientId);
+  expectClaim(
+    claims.bh,
+    encodedRequestBodyHash(body),
+    'body_hash_mismatch',
+    'bh differs',
+    clientId,
+  );
+}
+
+/** What a function threw, or `undefined` when it returned. */
+function thrownBy(check: () => void): unknown {
+  try {
+    check();
+    return undefined;
+  } catch (error) {
+    return error;
+  }
 }
 
 /**
@@ -324,22 +341,37 @@ export function jwkServiceClientAuth(options: JwkServiceClientAuthOptions): Call
         clientId as string,
       );
     }
-    const valid = assertion.signature.length === SIGNATURE_BYTES &&
-      await crypto.subtle.verify(
+    const id = clientId as string;
+    const verifying = assertion.signature.length === SIGNATURE_BYTES
+      ? crypto.subtle.verify(
         ES256,
-        await key.key(),
+        key.key.value ?? await key.key(),
         assertion.signature as BufferSource,
         ascii.encode(assertion.signingInput),
-      );
-    if (!valid) {
-      throw new JwkRefusal(
-        'signature_mismatch',
-        'The assertion signature does not verify',
-        clientId as string,
-      );
+      )
+      : undefined;
+    // The checks that do not need the signature run while it is being verified, and what they
+    // refuse is raised only after it: a bad signature is still the refusal a forgery gets.
+    const claimsProblem = thrownBy(() => checkClaims(assertion.claims, request, body, context, id));
+    if (verifying === undefined || !(await verifying)) {
+      throw new JwkRefusal('signature_mismatch', 'The assertion signature does not verify', id);
     }
-    const id = clientId as string;
-    const { claims } = assertion;
+    if (claimsProblem !== undefined) throw claimsProblem;
+    return {
+      clientId: id,
+      serviceId: client.serviceId,
+      confirmationJkt: key.thumbprint.value ?? await key.thumbprint(),
+    };
+  }
+
+  /** Subject, audience, times, jti and the request binding, in that order. */
+  function checkClaims(
+    claims: Record<string, unknown>,
+    request: Request,
+    body: Uint8Array,
+    context: CallerAuthContext,
+    id: string,
+  ): void {
     expectClaim(claims.sub, id, 'subject_mismatch', 'sub must equal iss', id);
     expectClaim(claims.aud, context.issuer, 'audience_mismatch', 'aud is not this plane', id);
     checkTimes(claims, Math.floor(now() / 1000), maxTtl, id);
@@ -349,8 +381,7 @@ export function jwkServiceClientAuth(options: JwkServiceClientAuthOptions): Call
     ) {
       throw new JwkRefusal('assertion_jti_missing', 'The assertion needs a jti', id);
     }
-    await checkRequestBinding(claims, request, body, id);
-    return { clientId: id, serviceId: client.serviceId, confirmationJkt: await key.thumbprint() };
+    checkRequestBinding(claims, request, body, id);
   }
 
   return refusalLoggingAuthenticator({

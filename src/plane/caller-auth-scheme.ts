@@ -25,10 +25,20 @@ export function configurationRefuser(label: string): ConfigurationRefuser {
   };
 }
 
-/** Runs `make` on first use and keeps its promise: one key import for the life of the plane. */
-export function once<T>(make: () => Promise<T>): () => Promise<T> {
-  let value: Promise<T> | undefined;
-  return () => (value ??= make());
+/** A value made on first use; `value` holds it once it arrived. */
+export interface Once<T> {
+  (): Promise<T>;
+  value?: T;
+}
+
+/**
+ * Runs `make` on first use and keeps its promise: one key import for the life of the plane. The
+ * value is also kept as such, so a request arriving after the import reads it without waiting.
+ */
+export function once<T>(make: () => Promise<T>): Once<T> {
+  let pending: Promise<T> | undefined;
+  const get: Once<T> = () => (pending ??= make().then((value) => (get.value = value)));
+  return get;
 }
 
 /**
@@ -122,7 +132,7 @@ export interface RefusalLoggingAuthenticatorInput {
     request: Request,
     body: Uint8Array,
     context: CallerAuthContext,
-  ): Promise<AuthenticatedCaller>;
+  ): AuthenticatedCaller | Promise<AuthenticatedCaller>;
 }
 
 /**

@@ -88,6 +88,30 @@ const AUTHORIZATION_PATTERN = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) +([A-Za-z0-9._~+/-
 /** Longest `Authorization` value looked at; real credentials are far shorter. */
 export const MAX_AUTHORIZATION_LENGTH = 16_384;
 
+/** Why an `Authorization` header was not split, as the `reason` of the refusal. */
+type AuthorizationProblem = 'authorization_missing' | 'authorization_malformed';
+
+/** The scheme and value of a well-formed header, or what is wrong with it. */
+function splitAuthorization(header: string | null): ParsedAuthorization | AuthorizationProblem {
+  if (header === null || header.trim().length === 0) return 'authorization_missing';
+  const match = header.length <= MAX_AUTHORIZATION_LENGTH
+    ? AUTHORIZATION_PATTERN.exec(header.trim())
+    : null;
+  return match === null ? 'authorization_malformed' : { scheme: match[1], value: match[2] };
+}
+
+function authorizationRefusal(problem: AuthorizationProblem, challenge: string): CallerAuthError {
+  return problem === 'authorization_missing'
+    ? new CallerAuthError('The token request carries no Authorization header', {
+      reason: problem,
+      challenge,
+    })
+    : new CallerAuthError(
+      'The Authorization header must carry exactly one scheme and one value',
+      { reason: problem, challenge },
+    );
+}
+
 /**
  * Splits an `Authorization` header into exactly one scheme and one value. A missing header, a
  * scheme alone, extra tokens, a comma-joined double header, a missing separator or an oversized
@@ -98,22 +122,9 @@ export function parseAuthorization(
   header: string | null,
   challenge = '',
 ): ParsedAuthorization {
-  if (header === null || header.trim().length === 0) {
-    throw new CallerAuthError('The token request carries no Authorization header', {
-      reason: 'authorization_missing',
-      challenge,
-    });
-  }
-  const match = header.length <= MAX_AUTHORIZATION_LENGTH
-    ? AUTHORIZATION_PATTERN.exec(header.trim())
-    : null;
-  if (match === null) {
-    throw new CallerAuthError(
-      'The Authorization header must carry exactly one scheme and one value',
-      { reason: 'authorization_malformed', challenge },
-    );
-  }
-  return { scheme: match[1], value: match[2] };
+  const parsed = splitAuthorization(header);
+  if (typeof parsed === 'string') throw authorizationRefusal(parsed, challenge);
+  return parsed;
 }
 
 /** The `WWW-Authenticate` value listing the challenges of every configured scheme. */
@@ -190,14 +201,11 @@ export async function authenticateTokenRequest(
   authenticators: readonly CallerAuthenticator[],
   context: CallerAuthContext,
 ): Promise<AuthenticatedCaller> {
-  const everyChallenge = combinedChallenge(authenticators);
   const header = request.headers.get('Authorization');
-  let parsed: ParsedAuthorization;
-  try {
-    parsed = parseAuthorization(header, everyChallenge);
-  } catch (error) {
-    reportToAuthenticators(authenticators, header, (error as CallerAuthError).reason!, context);
-    throw error;
+  const parsed = splitAuthorization(header);
+  if (typeof parsed === 'string') {
+    reportToAuthenticators(authenticators, header, parsed, context);
+    throw authorizationRefusal(parsed, combinedChallenge(authenticators));
   }
   const authenticator = authenticators.find((candidate) =>
     sameScheme(candidate.scheme, parsed.scheme)
@@ -206,7 +214,7 @@ export async function authenticateTokenRequest(
     reportToAuthenticators(authenticators, null, 'unsupported_scheme', context);
     throw new CallerAuthError('The Authorization scheme is not accepted here', {
       reason: 'unsupported_scheme',
-      challenge: everyChallenge,
+      challenge: combinedChallenge(authenticators),
     });
   }
   let caller: unknown;

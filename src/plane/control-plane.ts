@@ -21,7 +21,11 @@ import {
   type SigningAuthority,
   signingAuthorityFromOption,
 } from './signing-keys.ts';
-import { createTokenEndpoint } from './token-endpoint.ts';
+import {
+  createTokenEndpoint,
+  type TokenIssueContext,
+  type TokenRequestBody,
+} from './token-endpoint.ts';
 
 /** Where the control plane publishes its JWKS. */
 export const JWKS_PATH = '/.well-known/svc/jwks.json';
@@ -88,15 +92,10 @@ export function createControlPlane(options: ControlPlaneOptions) {
     authenticators: resolved.authenticators,
     issuer: resolved.issuer,
     log,
-    issue: (caller, body, context) => {
-      const { callerServiceId: _stated, ...rest } = body;
-      return issueCapabilityTokenForCaller({
-        caller,
-        ...rest,
-        context: context.requestContext,
-        requestId: context.requestId,
-      });
-    },
+    // What issueCapabilityTokenForCaller does, without its copies of the request: the endpoint
+    // already refused a subject and kept only the accepted members.
+    issue: (caller, body, context) =>
+      issuer.issueCapabilityToken(tokenEndpointMintOptions(caller, body, context)),
   });
 
   const jwksHeaders = httpCacheHeaders(resolved.httpCache, ['svc:jwks']);
@@ -144,6 +143,26 @@ export function createControlPlane(options: ControlPlaneOptions) {
       if (staticAuthority) await staticAuthority;
     },
   };
+}
+
+/** The issuer's options for a token-endpoint request the endpoint authenticated and checked. */
+function tokenEndpointMintOptions(
+  caller: AuthenticatedCaller,
+  body: TokenRequestBody,
+  context: TokenIssueContext,
+): IssueCapabilityTokenOptions {
+  const options: IssueCapabilityTokenOptions = {
+    targetServiceId: body.targetServiceId,
+    scopes: body.scopes,
+    context: context.requestContext,
+    requestId: context.requestId,
+    callerServiceId: caller.serviceId,
+    callerAccess: 'service',
+  };
+  if (body.abilityId !== undefined) options.abilityId = body.abilityId;
+  if (body.ttlSeconds !== undefined) options.ttlSeconds = body.ttlSeconds;
+  if (caller.confirmationJkt !== undefined) options.confirmationJkt = caller.confirmationJkt;
+  return options;
 }
 
 /** The runtime environment behind a request context (Hono's `c.env`) or a bare env object. */

@@ -177,8 +177,10 @@ export function createIssuer(deps: IssuerDependencies) {
     }
     if (brokered) claims.spb = deps.planeServiceId;
     if (options.confirmationJkt !== undefined) claims.cnf = { jkt: options.confirmationJkt };
-    const token = await signCapabilityToken(claims, authority.signer);
-    return { token, claims, scopes, expiresAt: new Date(claims.exp * 1000), target };
+    const signing = signCapabilityToken(claims, authority.signer);
+    // Built while the signature is computed, not after it.
+    const expiresAt = new Date(claims.exp * 1000);
+    return { token: await signing, claims, scopes, expiresAt, target };
   }
 
   const strip = (issued: IssuedCapabilityToken): IssuedCapabilityToken => ({

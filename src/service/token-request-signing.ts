@@ -51,10 +51,15 @@ const P256 = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const CLIENT_ID_PATTERN = /^[\x21-\x2b\x2d-\x7e]{1,200}$/;
 
 /** Base64url SHA-256 of the raw body bytes: the `bh` claim and the HMAC body line. */
-export async function requestBodyHash(body: Uint8Array | string): Promise<string> {
+export function encodedRequestBodyHash(body: Uint8Array | string): string {
   // Computed here rather than by `crypto.subtle.digest`, whose fixed cost per call is far above
   // hashing a token request's few hundred bytes (see core/sha256.ts).
-  return await Promise.resolve(encodeBase64Url(sha256(body)));
+  return encodeBase64Url(sha256(body));
+}
+
+/** {@link encodedRequestBodyHash} as a promise. */
+export async function requestBodyHash(body: Uint8Array | string): Promise<string> {
+  return await Promise.resolve(encodedRequestBodyHash(body));
 }
 
 /** `/p?q` of a parsed URL; `URL.search` reads an empty query as none, so it is looked up. */
@@ -126,20 +131,21 @@ export async function importHmacClientSecret(
   secret: string,
   label = 'HMAC client',
 ): Promise<HmacSha256Key> {
+  return await Promise.resolve(prepareHmacClientSecret(secret, label));
+}
+
+/** {@link importHmacClientSecret} without the promise, for code that holds the key itself. */
+export function prepareHmacClientSecret(secret: string, label = 'HMAC client'): HmacSha256Key {
   if (typeof secret !== 'string' || secret.length === 0) {
     throw new SvcConfigurationError(`${label}: the client secret must be a non-empty string`, {
       reason: 'invalid_client_secret',
     });
   }
-  return await Promise.resolve(new HmacSha256Key(utf8.encode(secret)));
+  return new HmacSha256Key(utf8.encode(secret));
 }
 
-/** The MAC of `message` under any form of the client secret a caller may hold. */
-async function hmacOf(
-  secret: string | CryptoKey | HmacSha256Key,
-  message: string,
-): Promise<Uint8Array> {
-  if (secret instanceof HmacSha256Key) return secret.sign(message);
+/** The MAC of `message` under a client secret not yet prepared as an {@link HmacSha256Key}. */
+async function hmacOf(secret: string | CryptoKey, message: string): Promise<Uint8Array> {
   if (isCryptoKey(secret)) {
     return new Uint8Array(await crypto.subtle.sign('HMAC', secret, utf8.encode(message)));
   }
@@ -198,12 +204,16 @@ export async function signHmacTokenRequest(
   const signed = hmacSignedString({
     method: (input.method ?? 'POST').toUpperCase(),
     pathWithQuery: requestPathWithQuery(input.url),
-    bodyHash: await requestBodyHash(input.body),
+    bodyHash: encodedRequestBodyHash(input.body),
     clientId,
     requestId,
     timestamp,
   });
-  const signature = await hmacOf(input.clientSecret, signed);
+  // A prepared key signs synchronously: the common case awaits nothing before the request goes.
+  const secret = input.clientSecret;
+  const signature = secret instanceof HmacSha256Key
+    ? secret.sign(signed)
+    : await hmacOf(secret, signed);
   return {
     Authorization: `${HMAC_CALLER_AUTH_SCHEME} ${encodeBase64Url(signature)}`,
     [SVC_CLIENT_ID_HEADER]: clientId,
@@ -376,7 +386,7 @@ export async function signJwkTokenRequestAssertion(
       aud: input.audience,
       htm: (input.method ?? 'POST').toUpperCase(),
       htu: requestPathWithQuery(input.url),
-      bh: await requestBodyHash(input.body),
+      bh: encodedRequestBodyHash(input.body),
       rid: requestId,
       iat,
       exp: iat + ttl,
