@@ -311,6 +311,21 @@ test('a batch response past MAX_BATCH_RESPONSE_BYTES fails the batch and is read
   assert.ok(pulled <= MAX_BATCH_RESPONSE_BYTES + 4 * chunk.byteLength, `read ${pulled} bytes`);
 });
 
+test('an answer with far more lines than the batch sent is refused before the session reads it', async () => {
+  // Harmless lines, but each runs through the caller's session in one go: 200 000 of them for
+  // one call is work a hostile service would make the caller do.
+  const flood = Array.from({ length: 200_000 }, () => '["pull",0]').join('\n');
+  const { session } = sessionOver(() => Promise.resolve(new Response(flood)), { timeoutMs: 5_000 });
+  const started = Date.now();
+  const failure = await session.echo({ value: 'x' }).then(
+    () => undefined,
+    (error) => svcErrorInfo(error),
+  );
+  assert.equal(failure?.reason, 'rpc_response_too_large');
+  assert.equal(failure?.status, 502);
+  assert.ok(Date.now() - started < 2_000, `refused after ${Date.now() - started} ms`);
+});
+
 test('calls made at once beyond MAX_CALLS_PER_BATCH go out in several batches the service accepts', async () => {
   const record = newFakeRecord();
   const endpoint = fakeRpcEndpoint(record);

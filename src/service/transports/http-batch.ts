@@ -112,6 +112,8 @@ async function refusedBatchError(response: Response): Promise<Error> {
 class BatchClientTransport implements RpcTransport {
   #outgoing: string[] | null = [];
   #incoming: string[] | null = null;
+  /** Index of the next response line to hand over (shifting a long array copies it each time). */
+  #next = 0;
   #aborted: unknown;
   #exchange: Promise<void>;
   #ended = false;
@@ -141,8 +143,9 @@ class BatchClientTransport implements RpcTransport {
 
   async receive(): Promise<string> {
     if (this.#incoming === null) await this.#exchange;
-    const next = this.#incoming?.shift();
+    const next = this.#incoming?.[this.#next];
     if (next !== undefined) {
+      this.#next++;
       const refusal = peerMessageRefusal(next, 'caller');
       if (refusal !== undefined) throw refusal;
       return next;
@@ -164,6 +167,14 @@ class BatchClientTransport implements RpcTransport {
   }
 }
 
+/**
+ * Most lines an honest service answers a batch of `sent` lines with: one answer per pulled call
+ * (at most one per line sent), with room for releases and an abort.
+ */
+function mostAnswerLines(sent: number): number {
+  return 2 * sent + 16;
+}
+
 /** Opens one batch against `send`, which performs the POST. */
 function openBatch(
   send: (body: string, signal: AbortSignal) => Promise<Response>,
@@ -181,7 +192,16 @@ function openBatch(
       );
     }
     answered = true;
-    return body === '' ? [] : body.split('\n');
+    const answer = body === '' ? [] : body.split('\n');
+    if (answer.length > mostAnswerLines(lines.length)) {
+      // Every line runs through the session in one go: an answer far longer than the batch
+      // could be answered with is work a hostile service makes this process do.
+      throw new SvcInternalError(
+        `RPC batch response has ${answer.length} lines for a batch of ${lines.length}`,
+        { reason: 'rpc_response_too_large', status: 502 },
+      );
+    }
+    return answer;
   });
   const session = new RpcSession(transport);
   const main = session.getRemoteMain() as unknown as RpcMainStub;
