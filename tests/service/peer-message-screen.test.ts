@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
 import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { customRpcTransport } from '../../src/service/transports/custom.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import {
   PEER_VALUE_REFUSED_REASON,
@@ -194,6 +195,32 @@ test('a service answering a caller with its own promise fails that call, not the
     );
   const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
     httpBatchRpc(async (request) => hostile((await request.text()).split('\n'))),
+  );
+  try {
+    let refusal: unknown;
+    const unhandled = await unhandledRejectionsDuring(async () => {
+      refusal = await session.echo({ value: 'x' }).then(() => undefined, (error) => error);
+    });
+    assert.equal(svcErrorInfo(refusal).reason, PEER_VALUE_REFUSED_REASON);
+    assert.deepEqual(unhandled, []);
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('a custom transport handing over non-string messages is screened on the text its session parses', async () => {
+  // A hand-written MessagePort transport passing `event.data` through: a one-element array holding
+  // JSON text becomes that text in Cap'n Web's `JSON.parse`.
+  const incoming: unknown[] = [['["resolve",99,["promise",7]]']];
+  const transport = {
+    send() {},
+    receive: () => {
+      const message = incoming.shift();
+      return message === undefined ? new Promise(() => {}) : Promise.resolve(message);
+    },
+  };
+  const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
+    customRpcTransport(transport as never),
   );
   try {
     let refusal: unknown;

@@ -163,12 +163,16 @@ export function screenedTransport(
   transport: AnyRpcTransport,
   receiver: RpcReceiver,
 ): AnyRpcTransport {
+  const parsesText = transport.encodingLevel === undefined || transport.encodingLevel === 'string';
   const screened = {
     ...(transport.encodingLevel !== undefined ? { encodingLevel: transport.encodingLevel } : {}),
     send: (message: never) => transport.send(message),
     receive: async () => {
       const message = await transport.receive();
-      const refusal = peerMessageRefusal(message, receiver);
+      // A string transport's session parses whatever it gets as JSON text (`JSON.parse` turns a
+      // non-string into text first), so that text is what the screen reads.
+      const screened = parsesText && typeof message !== 'string' ? String(message) : message;
+      const refusal = peerMessageRefusal(screened, receiver);
       if (refusal !== undefined) throw refusal;
       return message;
     },
