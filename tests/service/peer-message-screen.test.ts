@@ -107,7 +107,15 @@ test('the screen refuses what a caller never sends, and passes the same names as
   for (const line of ['["resolve",1,["export",-1]]', '["pipe"]', '["resolve",2,["readable",-2]]']) {
     assert.equal(peerMessageRefusal(line, 'caller'), undefined, line);
   }
-  for (const line of ['["resolve",1,["promise",-1]]', '["resolve",1,["writable",-1]]']) {
+  const fromHostileService = [
+    '["resolve",1,["promise",-1]]',
+    '["resolve",1,["writable",-1]]',
+    // A stub anywhere but as the whole answer: as `then`, the caller's own code would call it.
+    '["resolve",1,{"then":["export",-1]}]',
+    '["resolve",1,[[1,["export",-1]]]]',
+    '["reject",1,["export",-1]]',
+  ];
+  for (const line of fromHostileService) {
     assert.ok(peerMessageRefusal(line, 'caller') !== undefined, line);
   }
   // A structured-clone transport hands over the parsed message.
@@ -229,6 +237,26 @@ test('a custom transport handing over non-string messages is screened on the tex
     });
     assert.equal(svcErrorInfo(refusal).reason, PEER_VALUE_REFUSED_REASON);
     assert.deepEqual(unhandled, []);
+  } finally {
+    disposeAbilitySession(session);
+  }
+});
+
+test('a result shaped like a promise around a service stub fails the call at once instead of hanging it', async () => {
+  const hostile = (lines: string[]) =>
+    Promise.resolve(
+      new Response(
+        lines.some((line) => line.includes('"echo"'))
+          ? '["resolve",-1,["export",-1]]\n["resolve",-2,{"then":["export",-2]}]'
+          : '',
+      ),
+    );
+  const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
+    httpBatchRpc(async (request) => hostile((await request.text()).split('\n'))),
+  );
+  try {
+    const refusal = await session.echo({ value: 'x' }).then(() => undefined, (error) => error);
+    assert.equal(svcErrorInfo(refusal).reason, PEER_VALUE_REFUSED_REASON);
   } finally {
     disposeAbilitySession(session);
   }

@@ -27,23 +27,26 @@ export type RpcReceiver = 'service' | 'caller';
 /** `reason` of the error a session aborts with when a peer message is refused. */
 export const PEER_VALUE_REFUSED_REASON = 'rpc_value_refused';
 
-// Value kinds neither side ever sends: a promise, a `.map()` over a remote value (it runs the
-// peer's instructions here), a writable stream.
-const REFUSED_EVERYWHERE: ReadonlySet<string> = new Set(['promise', 'remap', 'writable']);
-// A caller also never sends stubs or readable streams; a service sends both (the ability stub
-// `authenticate` returns, a streaming method's result).
-const REFUSED_FROM_CALLERS: ReadonlySet<string> = new Set([
-  ...REFUSED_EVERYWHERE,
+// Value kinds a service never sends: a promise, a `.map()` over a remote value (it runs the
+// peer's instructions here), a writable stream. Nor a stub anywhere but as a whole answer (the
+// ability stub `authenticate` returns): one inside a value could be called by the caller's own
+// code, e.g. as the `then` of what looks like a promise. A readable stream (a streaming
+// method's result) it does send.
+const REFUSED_FROM_SERVICES: ReadonlySet<string> = new Set([
+  'promise',
+  'remap',
+  'writable',
   'export',
-  'readable',
 ]);
+// A caller sends none of those, and no readable stream either.
+const REFUSED_FROM_CALLERS: ReadonlySet<string> = new Set([...REFUSED_FROM_SERVICES, 'readable']);
 // Message types that deliver a stream to the receiver; only a service sends them.
 const STREAM_MESSAGES: ReadonlySet<string> = new Set(['stream', 'pipe']);
 
 // A message can hold a refused value only if one of these names appears in it literally, or
 // behind a `\u` escape; most messages skip the parse.
 const MAY_HOLD_REFUSED_FROM_CALLER = /"(?:promise|remap|writable|export|readable|stream|pipe)"|\\u/;
-const MAY_HOLD_REFUSED_FROM_SERVICE = /"(?:promise|remap|writable)"|\\u/;
+const MAY_HOLD_REFUSED_FROM_SERVICE = /"(?:promise|remap|writable|export)"|\\u/;
 
 /**
  * The error to abort a session with when `raw`, a message from the peer (JSON text, or the
@@ -64,7 +67,7 @@ export function peerMessageRefusal(raw: unknown, receiver: RpcReceiver): Error |
       return undefined;
     }
   }
-  const refused = receiver === 'service' ? REFUSED_FROM_CALLERS : REFUSED_EVERYWHERE;
+  const refused = receiver === 'service' ? REFUSED_FROM_CALLERS : REFUSED_FROM_SERVICES;
   const found = refusedInMessage(message, receiver, refused);
   if (found === undefined) return undefined;
   const sender = receiver === 'service' ? 'caller' : 'service';
@@ -91,6 +94,8 @@ function refusedInMessage(
     case 'abort':
       return refusedInExpression(message[1], refused);
     case 'resolve':
+      if (receiver === 'caller' && isStubExpression(message[2])) return undefined;
+      return refusedInExpression(message[2], refused);
     case 'reject':
       return refusedInExpression(message[2], refused);
     default:
@@ -121,7 +126,7 @@ function refusedInExpression(
     }
     const kind = value[0];
     if (typeof kind !== 'string') continue;
-    if (refused.has(kind)) return `a "${kind}" value`;
+    if (refused.has(kind)) return `a value of kind "${kind}" there`;
     pushAll(pending, subExpressions(kind, value));
   }
   return undefined;
@@ -149,6 +154,12 @@ function subExpressions(kind: string, value: unknown[]): unknown[] {
 /** Appends without spreading: an array may be longer than a call's argument limit. */
 function pushAll(target: unknown[], values: readonly unknown[]): void {
   for (let i = 0; i < values.length; i++) target.push(values[i]);
+}
+
+/** `["export", n]`: a stub as the whole value (the ability stub a service answers with). */
+function isStubExpression(value: unknown): boolean {
+  return Array.isArray(value) && value.length === 2 && value[0] === 'export' &&
+    typeof value[1] === 'number';
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
