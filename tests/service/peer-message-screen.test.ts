@@ -11,6 +11,7 @@ import { svcErrorInfo } from '../../src/core/errors.ts';
 import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import { customRpcTransport } from '../../src/service/transports/custom.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import {
   PEER_VALUE_REFUSED_REASON,
   peerMessageRefusal,
@@ -191,18 +192,13 @@ test('a hostile WebSocket message aborts that session only, runs nothing, and th
   client.close();
 });
 
-test('a service answering a caller with its own promise fails that call, not the caller process', async () => {
-  // The service resolves `authenticate` and the call with a promise of its own.
-  const hostile = (lines: string[]) =>
-    Promise.resolve(
-      new Response(
-        lines.some((line) => line.includes('"echo"'))
-          ? '["resolve",-1,["export",-1]]\n["resolve",-2,["promise",-7]]'
-          : '',
-      ),
-    );
+/**
+ * Calls `echo` once over `transport` and checks the call is refused with rpc_value_refused and
+ * that no rejection went unhandled.
+ */
+async function assertCallRefusedCleanly(transport: RpcTransportFactory): Promise<void> {
   const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
-    httpBatchRpc(async (request) => hostile((await request.text()).split('\n'))),
+    transport,
   );
   try {
     let refusal: unknown;
@@ -214,6 +210,23 @@ test('a service answering a caller with its own promise fails that call, not the
   } finally {
     disposeAbilitySession(session);
   }
+}
+
+/** A hostile HTTP-batch service: `authenticate` gets a stub, the `echo` call `echoAnswer`. */
+function hostileBatchService(echoAnswer: string): RpcTransportFactory {
+  return httpBatchRpc(async (request) => {
+    const calls = (await request.text()).includes('"echo"');
+    return new Response(calls ? `["resolve",-1,["export",-1]]\n["resolve",-2,${echoAnswer}]` : '');
+  });
+}
+
+test('a service answering a caller with its own promise fails that call, not the caller process', async () => {
+  await assertCallRefusedCleanly(hostileBatchService('["promise",-7]'));
+});
+
+test('a result shaped like a promise around a service stub fails the call at once instead of hanging it', async () => {
+  // As `then`, the caller's own promise machinery would call the stub with its resolve and reject.
+  await assertCallRefusedCleanly(hostileBatchService('{"then":["export",-2]}'));
 });
 
 test('a custom transport handing over non-string messages is screened on the text its session parses', async () => {
@@ -227,37 +240,5 @@ test('a custom transport handing over non-string messages is screened on the tex
       return message === undefined ? new Promise(() => {}) : Promise.resolve(message);
     },
   };
-  const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
-    customRpcTransport(transport as never),
-  );
-  try {
-    let refusal: unknown;
-    const unhandled = await unhandledRejectionsDuring(async () => {
-      refusal = await session.echo({ value: 'x' }).then(() => undefined, (error) => error);
-    });
-    assert.equal(svcErrorInfo(refusal).reason, PEER_VALUE_REFUSED_REASON);
-    assert.deepEqual(unhandled, []);
-  } finally {
-    disposeAbilitySession(session);
-  }
-});
-
-test('a result shaped like a promise around a service stub fails the call at once instead of hanging it', async () => {
-  const hostile = (lines: string[]) =>
-    Promise.resolve(
-      new Response(
-        lines.some((line) => line.includes('"echo"'))
-          ? '["resolve",-1,["export",-1]]\n["resolve",-2,{"then":["export",-2]}]'
-          : '',
-      ),
-    );
-  const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
-    httpBatchRpc(async (request) => hostile((await request.text()).split('\n'))),
-  );
-  try {
-    const refusal = await session.echo({ value: 'x' }).then(() => undefined, (error) => error);
-    assert.equal(svcErrorInfo(refusal).reason, PEER_VALUE_REFUSED_REASON);
-  } finally {
-    disposeAbilitySession(session);
-  }
+  await assertCallRefusedCleanly(customRpcTransport(transport as never));
 });
