@@ -57,11 +57,6 @@ export function encodedRequestBodyHash(body: Uint8Array | string): string {
   return encodeBase64Url(sha256(body));
 }
 
-/** {@link encodedRequestBodyHash} as a promise. */
-export async function requestBodyHash(body: Uint8Array | string): Promise<string> {
-  return await Promise.resolve(encodedRequestBodyHash(body));
-}
-
 /** `/p?q` of a parsed URL; `URL.search` reads an empty query as none, so it is looked up. */
 function pathAndQuery(url: URL): string {
   if (url.search !== '') return `${url.pathname}${url.search}`;

@@ -7,7 +7,7 @@ import { encodeBase64Url } from '../../src/core/base64url.ts';
 import { CAPABILITY_TOKEN_PATH } from '../../src/plane/control-plane.ts';
 import { tokenHashForProof } from '../../src/service/proof-verify.ts';
 import {
-  requestBodyHash,
+  encodedRequestBodyHash,
   signCompactEs256,
   signHmacTokenRequest,
 } from '../../src/service/token-request-signing.ts';
@@ -185,7 +185,7 @@ export async function jwkAssertion(
     aud: ISS,
     htm: 'POST',
     htu: `${url.pathname}${url.search}`,
-    bh: await requestBodyHash(bodyText),
+    bh: encodedRequestBodyHash(bodyText),
     rid: requestId,
     iat: now,
     exp: now + 60,

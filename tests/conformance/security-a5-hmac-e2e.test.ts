@@ -4,7 +4,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeBase64Url } from '../../src/core/base64url.ts';
-import { hmacSignedString, requestBodyHash } from '../../src/service/token-request-signing.ts';
+import {
+  encodedRequestBodyHash,
+  hmacSignedString,
+} from '../../src/service/token-request-signing.ts';
 import {
   createPlaneDeployment,
   decodeJws,
@@ -179,7 +182,7 @@ test('HMAC-10 the request id is bound: changed, removed or added after signing',
   const signature = await rawSignature({
     method: 'POST',
     pathWithQuery: new URL(TOKEN_URL).pathname,
-    bodyHash: await requestBodyHash(body),
+    bodyHash: encodedRequestBodyHash(body),
     clientId: 'hc1',
     requestId: '',
     timestamp,
