@@ -17,7 +17,9 @@ export default defineConfig({
   platform: 'neutral',
   outDir: 'dist',
   splitting: true,
-  external: ['ws', '@hono/node-server', 'cloudflare:workers'],
+  // Node built-ins stay `node:` imports: Deno resolves them only under those names.
+  external: ['ws', '@hono/node-server', 'cloudflare:workers', /^node:/],
+  removeNodeProtocol: false,
 });
 
 import { existsSync } from 'node:fs';
