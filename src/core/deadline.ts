@@ -243,8 +243,8 @@ export function deadlineFromBudget(
   return { endsAt, remainingMs, expired: () => remainingMs() === 0 };
 }
 
-// Timers take a signed 32-bit delay: a longer one fires at once on every runtime.
-const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+/** The longest delay a timer accepts (signed 32 bits): a longer one fires at once everywhere. */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * How long a caller waits locally for a call it forwarded `budgetMs` with, as a timer delay

@@ -19,6 +19,10 @@ import { NO_STORE_HEADERS } from '../core/http-cache.ts';
 import type { SvcLogEvent } from '../core/logging.ts';
 import { problemFromError, problemResponse } from '../core/problem.ts';
 import {
+  HMAC_CALLER_AUTH_SCHEME,
+  JWK_CALLER_AUTH_SCHEME,
+} from '../service/token-request-signing.ts';
+import {
   type AuthenticatedCaller,
   authenticateTokenRequest,
   type CallerAuthenticator,
@@ -103,6 +107,13 @@ export interface TokenEndpointOptions {
 export const CALLER_UNAUTHENTICATED_REASON = 'caller_unauthenticated';
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+// A 401 must carry a challenge (RFC 9110, section 11.6.1). A plane with no authenticator still
+// names the schemes this endpoint speaks; none succeeds until one is configured, and
+// `svc.caller_auth.not_configured` tells the operator why.
+const UNCONFIGURED_CHALLENGE = [HMAC_CALLER_AUTH_SCHEME, JWK_CALLER_AUTH_SCHEME]
+  .map((scheme) => `${scheme} realm="svc-capability-token"`)
+  .join(', ');
 
 function positiveInteger(value: unknown, fallback: number, field: string): number {
   if (value === undefined) return fallback;
@@ -319,7 +330,9 @@ export function createTokenEndpoint(
   if (typeof options.issue !== 'function') {
     throw new SvcConfigurationError('createTokenEndpoint: `issue` must be a function');
   }
-  const challenge = combinedChallenge(authenticators);
+  const challenge = authenticators.length > 0
+    ? combinedChallenge(authenticators)
+    : UNCONFIGURED_CHALLENGE;
 
   const refuse = (
     requestId: string,
@@ -351,7 +364,7 @@ export function createTokenEndpoint(
       code: 'capability_auth',
       detail: 'The token request could not be authenticated',
       reason: CALLER_UNAUTHENTICATED_REASON,
-      ...(challenge.length > 0 ? { headers: { 'WWW-Authenticate': challenge } } : {}),
+      headers: { 'WWW-Authenticate': challenge },
     });
 
   const forbidden = (requestId: string, reason: string, detail: string): Response =>

@@ -33,7 +33,7 @@ import {
   SvcInternalError,
   SvcTimeoutError,
 } from '../core/errors.ts';
-import { callerWaitMs } from '../core/deadline.ts';
+import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from './proof-verify.ts';
 import type {
   OpenedRpcSession,
@@ -226,9 +226,6 @@ export const BATCH_DEADLINE_TOLERANCE_MS = 2;
  * never answers does not hold every later call of the session.
  */
 export const STALLED_TOKEN_REQUEST_MS = 30_000;
-
-/** Longest delay a timer takes (signed 32 bits); a longer one would fire at once. */
-const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 /** How long a proof is reused for new HTTP-batches; well inside its freshness window. */
 const PROOF_REUSE_MS = 30_000;

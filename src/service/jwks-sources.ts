@@ -3,10 +3,12 @@
  * binding to the plane, or a JWKS given inline.
  *
  * Remote sources cache the imported keys for `cacheTtlSeconds` (default 300) and collapse
- * concurrent refreshes into one request. A failed fetch is never cached: every lookup after it
- * tries again, and meanwhile fails closed with `SvcInternalError` (503, retryable, reason
- * `jwks_unavailable`) instead of serving the previous keys, so a key removed for revocation
- * cannot be kept alive by blocking the JWKS route. A fetch whose answer, body included, is not
+ * concurrent refreshes into one request. A failed fetch fails closed with `SvcInternalError`
+ * (503, retryable, reason `jwks_unavailable`) instead of serving the previous keys, so a key
+ * removed for revocation cannot be kept alive by blocking the JWKS route. The failure itself is
+ * kept only for `failureCooldownMs` (default 1 s): lookups meanwhile fail at once with it, so
+ * a flood of tokens (forged or honest) cannot turn a failing JWKS route into one request per
+ * token; the first lookup after it tries again. A fetch whose answer, body included, is not
  * in after `fetchTimeoutMs` has failed, even when the fetcher ignores its abort signal. A kid
  * missing from the cached set reads as unknown until the cache expires (contract Rotation r9):
  * an unknown kid never triggers a fetch, so forged kids cannot be used to hammer the plane. No
@@ -24,6 +26,7 @@ import {
   readCapabilityJwks,
 } from '../core/capability-key-set.ts';
 import { type BodyWithHeaders, readBoundedText } from '../core/bounded-body.ts';
+import { MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 
 /** Default lifetime of a fetched JWKS on a service, in seconds. */
@@ -32,6 +35,8 @@ export const DEFAULT_JWKS_CACHE_TTL_SECONDS = 300;
 export const DEFAULT_JWKS_FETCH_TIMEOUT_MS = 5000;
 /** JWKS bodies larger than this are refused. */
 export const MAX_JWKS_BYTES = 256 * 1024;
+/** After a failed JWKS fetch, lookups fail with its error for this long before one retries. */
+export const DEFAULT_JWKS_FAILURE_COOLDOWN_MS = 1000;
 
 const JWKS_REQUEST_HEADERS = { accept: 'application/jwk-set+json, application/json' };
 
@@ -44,6 +49,11 @@ export interface RemoteJwksOptions {
   cacheTtlSeconds?: number;
   /** How long one fetch, body included, may take (milliseconds, default 5000). */
   fetchTimeoutMs?: number;
+  /**
+   * After a failed fetch, how long lookups fail with that failure before the next one fetches
+   * again (milliseconds, default 1000; 0 retries on the very next lookup).
+   */
+  failureCooldownMs?: number;
 }
 
 /** Options of {@link jwksFromUrl}. */
@@ -79,12 +89,38 @@ function resolveCacheTtlMs(value: unknown, label: string): number {
   return value * 1000;
 }
 
-function resolveFetchTimeoutMs(value: unknown, label: string): number {
-  if (value === undefined) return DEFAULT_JWKS_FETCH_TIMEOUT_MS;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw new SvcConfigurationError(`${label}: fetchTimeoutMs must be a positive integer`);
+function resolveTimerMs(
+  value: unknown,
+  fallback: number,
+  { label, field, least }: { label: string; field: string; least: number },
+): number {
+  if (value === undefined) return fallback;
+  // Timers cannot wait longer: a larger delay fires after about 1 ms on every runtime.
+  if (
+    typeof value !== 'number' || !Number.isInteger(value) || value < least ||
+    value > MAX_TIMER_DELAY_MS
+  ) {
+    throw new SvcConfigurationError(
+      `${label}: ${field} must be an integer from ${least} to ${MAX_TIMER_DELAY_MS}`,
+    );
   }
   return value;
+}
+
+function resolveRemoteTimings(options: RemoteJwksOptions, label: string): RemoteTimings {
+  return {
+    ttlMs: resolveCacheTtlMs(options.cacheTtlSeconds, label),
+    timeoutMs: resolveTimerMs(options.fetchTimeoutMs, DEFAULT_JWKS_FETCH_TIMEOUT_MS, {
+      label,
+      field: 'fetchTimeoutMs',
+      least: 1,
+    }),
+    cooldownMs: resolveTimerMs(options.failureCooldownMs, DEFAULT_JWKS_FAILURE_COOLDOWN_MS, {
+      label,
+      field: 'failureCooldownMs',
+      least: 0,
+    }),
+  };
 }
 
 async function readJwksText(response: BodyWithHeaders): Promise<string> {
@@ -169,25 +205,33 @@ async function fetchJwks(fetcher: JwksFetcher, timeoutMs: number): Promise<Capab
   }
 }
 
+/** How a remote key set caches, waits and backs off, in milliseconds. */
+interface RemoteTimings {
+  ttlMs: number;
+  timeoutMs: number;
+  cooldownMs: number;
+}
+
 /**
- * A key set refreshed from a fetcher: cached for a TTL, one refresh at a time, failures not
- * remembered. Keys unchanged across refreshes keep their `CryptoKey` objects.
+ * A key set refreshed from a fetcher: cached for a TTL, one refresh at a time, a failure kept
+ * only for the cooldown. Keys unchanged across refreshes keep their `CryptoKey` objects.
  */
-function cachedRemoteKeySet(
-  fetcher: JwksFetcher,
-  ttlMs: number,
-  timeoutMs: number,
-): CapabilityKeySet {
+function cachedRemoteKeySet(fetcher: JwksFetcher, timings: RemoteTimings): CapabilityKeySet {
   let current: { keys: ImportedCapabilityKeys; expiresAt: number } | undefined;
   let refreshing: Promise<ImportedCapabilityKeys> | undefined;
+  let failure: { error: unknown; until: number } | undefined;
 
   const refresh = (): Promise<ImportedCapabilityKeys> => {
     refreshing ??= (async () => {
       try {
-        const jwks = await fetchJwks(fetcher, timeoutMs);
+        const jwks = await fetchJwks(fetcher, timings.timeoutMs);
         const keys = await importCapabilityKeys(jwks, current?.keys, refuseFetchedJwks);
-        current = { keys, expiresAt: Date.now() + ttlMs };
+        current = { keys, expiresAt: Date.now() + timings.ttlMs };
+        failure = undefined;
         return keys;
+      } catch (error) {
+        failure = { error, until: Date.now() + timings.cooldownMs };
+        throw error;
       } finally {
         refreshing = undefined;
       }
@@ -197,10 +241,10 @@ function cachedRemoteKeySet(
 
   return {
     async getKey(kid: string): Promise<CryptoKey | undefined> {
-      const keys = current !== undefined && Date.now() < current.expiresAt
-        ? current.keys
-        : await refresh();
-      return keys.get(kid)?.key;
+      const now = Date.now();
+      if (current !== undefined && now < current.expiresAt) return current.keys.get(kid)?.key;
+      if (failure !== undefined && now < failure.until) throw failure.error;
+      return (await refresh()).get(kid)?.key;
     },
   };
 }
@@ -227,8 +271,7 @@ export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {})
   return cachedRemoteKeySet(
     // Not followed: the keys come from the configured place or from nowhere.
     (signal) => fetchImpl(href, { headers: JWKS_REQUEST_HEADERS, signal, redirect: 'manual' }),
-    resolveCacheTtlMs(options.cacheTtlSeconds, label),
-    resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
+    resolveRemoteTimings(options, label),
   );
 }
 
@@ -256,8 +299,7 @@ export function jwksFromServiceBinding(
       binding.fetch(
         new Request(url, { headers: JWKS_REQUEST_HEADERS, signal, redirect: 'manual' }),
       ),
-    resolveCacheTtlMs(options.cacheTtlSeconds, label),
-    resolveFetchTimeoutMs(options.fetchTimeoutMs, label),
+    resolveRemoteTimings(options, label),
   );
 }
 

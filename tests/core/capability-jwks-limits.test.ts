@@ -93,7 +93,12 @@ test('a fetched JWKS with more than MAX_CAPABILITY_JWKS_KEYS keys is refused who
   const token = await tokenSignedBy(k1);
   const atLimit = { keys: manyKeys(k1, MAX_CAPABILITY_JWKS_KEYS) };
   const fake = switchableFetch(atLimit);
-  const keySet = jwksFromUrl(JWKS_URL, { fetch: fake.fetch, cacheTtlSeconds: 0 });
+  // No failure cooldown: every lookup here must see the JWKS as it is now.
+  const keySet = jwksFromUrl(JWKS_URL, {
+    fetch: fake.fetch,
+    cacheTtlSeconds: 0,
+    failureCooldownMs: 0,
+  });
   const options = { keys: keySet, issuer: TEST_ISSUER, audience: 'svc-a' };
   assert.equal((await verifyCapabilityToken(token, options)).identity.serviceId, 'svc-caller');
   assert.ok(await keySet.getKey(`k1-copy-${MAX_CAPABILITY_JWKS_KEYS - 1}`));
@@ -148,7 +153,12 @@ test('a fetched JWKS naming one kid twice is refused whole, even when one copy i
   const genuine = await tokenSignedBy(k1);
   const forged = await tokenSignedBy(attacker, 'k1');
   const fake = switchableFetch({ keys: [k1.publicJwk] });
-  const keySet = jwksFromUrl(JWKS_URL, { fetch: fake.fetch, cacheTtlSeconds: 0 });
+  // No failure cooldown: every lookup here must see the JWKS as it is now.
+  const keySet = jwksFromUrl(JWKS_URL, {
+    fetch: fake.fetch,
+    cacheTtlSeconds: 0,
+    failureCooldownMs: 0,
+  });
   const options = { keys: keySet, issuer: TEST_ISSUER, audience: 'svc-a' };
   await verifyCapabilityToken(genuine, options);
 

@@ -79,14 +79,38 @@ test('an unknown kid does not refetch until the cache expires', async () => {
   assert.equal(fake.state.calls, 2, 'refetched once after the TTL');
 });
 
-test('a failed fetch is not cached: the next lookup tries again', async () => {
+test('a failed fetch is kept only for failureCooldownMs: lookups fail without a fetch, then one retries', async () => {
   const jwks = await publishedJwks();
   const fake = fakeFetch(() => {
     throw new TypeError('connection refused');
   });
-  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch });
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch, failureCooldownMs: 100 });
   await assertUnavailable(keySet.getKey('k1'), 'network failure');
   fake.state.answer = () => Response.json(jwks);
+  await assertUnavailable(keySet.getKey('k1'), 'within the cooldown');
+  assert.equal(fake.state.calls, 1, 'no fetch within the cooldown');
+  await sleep(150);
+  assert.ok(await keySet.getKey('k1'));
+  assert.equal(fake.state.calls, 2);
+});
+
+test('a flood of tokens while the JWKS fails costs one fetch per cooldown, not one per token', async () => {
+  const fake = fakeFetch(() => new Response('down', { status: 503 }));
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch });
+  for (let i = 0; i < 200; i++) {
+    await assertUnavailable(keySet.getKey(`forged-${i}`), `lookup ${i}`);
+  }
+  assert.equal(fake.state.calls, 1, 'the default cooldown holds the retry back');
+});
+
+test('with failureCooldownMs 0 the next lookup after a failure fetches again', async () => {
+  const jwks = await publishedJwks();
+  const fake = fakeFetch(() => new Response('down', { status: 503 }));
+  const keySet = jwksFromUrl(URL_, { fetch: fake.fetch, failureCooldownMs: 0 });
+  await assertUnavailable(keySet.getKey('k1'), 'first failure');
+  fake.state.answer = () => Response.json(jwks);
+  // Date.now() may not have moved yet (workerd's clock advances only across I/O).
+  await sleep(5);
   assert.ok(await keySet.getKey('k1'));
   assert.equal(fake.state.calls, 2);
 });
@@ -158,7 +182,7 @@ test('a binding that ignores the abort signal fails after fetchTimeoutMs; the ne
       return calls === 1 ? new Promise<Response>(() => {}) : Promise.resolve(Response.json(jwks));
     },
   };
-  const keySet = jwksFromServiceBinding(binding, { fetchTimeoutMs: 20 });
+  const keySet = jwksFromServiceBinding(binding, { fetchTimeoutMs: 20, failureCooldownMs: 0 });
   await settlesWithin(assertUnavailable(keySet.getKey('k1'), 'hung binding'), 5000, 'first lookup');
   assert.ok(await settlesWithin(keySet.getKey('k1'), 5000, 'lookup after the timeout'));
   assert.equal(calls, 2);
@@ -249,6 +273,21 @@ test('remote sources refuse bad configuration', () => {
     SvcConfigurationError,
   );
   assert.throws(() => jwksFromServiceBinding({} as never), SvcConfigurationError);
+  // A timer cannot wait past 2^31 - 1 ms: a larger delay would fire at once on every fetch.
+  for (const fetchTimeoutMs of [0, 1.5, 2 ** 31, Number.POSITIVE_INFINITY]) {
+    assert.throws(
+      () => jwksFromUrl(URL_, { fetch: fetchImpl, fetchTimeoutMs }),
+      /fetchTimeoutMs must be an integer from 1 to 2147483647/,
+      `fetchTimeoutMs ${fetchTimeoutMs}`,
+    );
+  }
+  for (const failureCooldownMs of [-1, 0.5, 2 ** 31]) {
+    assert.throws(
+      () => jwksFromServiceBinding({ fetch: fetchImpl }, { failureCooldownMs }),
+      /failureCooldownMs must be an integer from 0 to 2147483647/,
+      `failureCooldownMs ${failureCooldownMs}`,
+    );
+  }
 });
 
 test('a JWKS redirect is never followed: the keys come from the configured place or not at all', async () => {

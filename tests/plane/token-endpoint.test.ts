@@ -119,6 +119,11 @@ test('without authenticators every request is 401 and svc.caller_auth.not_config
   const response = await fixture.handle(requestFrom(parts), 'rid-none');
   assert.equal(response.status, 401);
   assertNoStore(response);
+  // A 401 always carries a challenge: here the schemes the endpoint speaks.
+  assert.equal(
+    response.headers.get('WWW-Authenticate'),
+    'Svc-HMAC-SHA256 realm="svc-capability-token", Svc-JWK realm="svc-capability-token"',
+  );
   assert.equal((await response.json()).code, 'capability_auth');
   const event = fixture.events.find((e) => e.event === 'svc.caller_auth.not_configured');
   assert.equal(event?.requestId, 'rid-none');
