@@ -128,6 +128,35 @@ test('Delegation r2: direct mints need callerAccess and are never brokered', asy
   assert.equal(((await session.whoami({})) as Report).identity.brokerServiceId, PLANE_ID);
 });
 
+test('Delegation r2: the brokered direct mint needs callerAccess too, and no subject with service access', async () => {
+  const fx = await createPlaneDeployment({ countSigningKeyLookups: true });
+  const toSvcB = { callerServiceId: PLANE_ID, targetServiceId: 'svc-b', scopes: ['svc-b.read'] };
+  const before = fx.counters.signingKeyLookups;
+  const refusedFor = (pattern: RegExp) => (error: unknown) =>
+    error instanceof SvcConfigurationError && pattern.test(error.message);
+  for (const callerAccess of [undefined, 'admin', 'SERVICE']) {
+    await assert.rejects(
+      fx.plane.issueBrokeredCapabilityToken({ ...toSvcB, callerAccess } as never),
+      refusedFor(/callerAccess/),
+      `brokered, ${callerAccess}`,
+    );
+    await assert.rejects(
+      fx.plane.issueCapabilityToken({ ...toSvcB, callerAccess } as never),
+      refusedFor(/callerAccess/),
+      `direct, ${callerAccess}`,
+    );
+  }
+  await assert.rejects(
+    fx.plane.issueBrokeredCapabilityToken({
+      ...toSvcB,
+      callerAccess: 'service',
+      subject: { id: 'alice' },
+    }),
+    refusedFor(/subject/),
+  );
+  assert.equal(fx.counters.signingKeyLookups, before, 'nothing was signed');
+});
+
 test('Delegation r3: a subject does not replace scope or grant checks', async () => {
   const fx = await createPlaneDeployment();
   const alice = { id: 'alice', kind: 'user' as const, principalKind: 'api_key' };

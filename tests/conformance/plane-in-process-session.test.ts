@@ -161,6 +161,24 @@ test('In-process session options: timeoutMs includes catalog resolution and toke
   assert.equal(fx.count('factories', 'svc-a.echo'), 0);
 });
 
+test('In-process session options: timeoutMs includes token issuance, even a slow signingKeys(env)', async () => {
+  const fx = await createPlaneDeployment();
+  const keys = fx.keys;
+  // Unbounded, the call would succeed once the keys arrive; the refusal proves the budget
+  // covered issuance.
+  const plane = await fx.activate(fx.replica(['k1'], {
+    signingKeys: async () => {
+      await sleep(600);
+      return [{ kid: 'k1', secret: keys.k1.privateJwk }];
+    },
+  }));
+  using session = plane.abilitySession(echo({ timeoutMs: 100 }));
+  await assertRefusal(session.whoami({}), { code: 'timeout', status: 504 });
+  await sleep(900);
+  assert.equal(fx.rpcRequests('svc-a').length, 0, 'no RPC request after the budget ran out');
+  assert.equal(fx.count('factories', 'svc-a.echo'), 0);
+});
+
 test('In-process session options: the plane timeout policy clamps and supplies the budget', async () => {
   const clamped = await createPlaneDeployment({ plane: { timeout: { maxMs: 2000 } } });
   const high = await whoami(clamped, echo({ timeoutMs: 60_000 }));
@@ -183,6 +201,24 @@ test('In-process session: an ingress target gets a brokered token automatically'
   const plain = await whoami(fx, echo());
   assert.equal('brokerServiceId' in plain.identity, false);
   assert.equal('spb' in decodeJws(fx.tokensAt('svc-a')[0]).claims, false);
+});
+
+test('In-process session: an ingress target gets a brokered token for a service caller and without a caller', async () => {
+  const fx = await createPlaneDeployment();
+  const ingress = { abilityId: 'svc-b.echo', targetServiceId: 'svc-b', scopes: ['svc-b.read'] };
+  const service = await whoami(fx, { ...ingress, caller: { id: 'svc-robot', kind: 'service' } });
+  assert.equal(service.identity.callerAccess, 'service');
+  assert.equal(service.identity.serviceId, 'svc-robot');
+  assert.equal(service.identity.brokerServiceId, PLANE_ID);
+  const none = await whoami(fx, ingress);
+  assert.equal(none.identity.callerAccess, 'plane');
+  assert.equal(none.identity.brokerServiceId, PLANE_ID);
+  assert.equal('subject' in none.identity, false);
+  const claims = fx.tokensAt('svc-b').map((token) => decodeJws(token).claims);
+  assert.deepEqual(claims.map(({ spa, spb }) => ({ spa, spb })), [
+    { spa: 'service', spb: PLANE_ID },
+    { spa: 'plane', spb: PLANE_ID },
+  ]);
 });
 
 test('In-process session: disposal is idempotent and reuse fails consistently', async () => {

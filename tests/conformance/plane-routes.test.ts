@@ -129,6 +129,18 @@ test('Control-plane routes: a caller-supplied subject is refused with 403', asyn
   assert.equal(fx.counters.signingKeyLookups, 0, 'nothing was minted');
 });
 
+test('Control-plane routes: any subject member is refused with 403, even null or not an object', async () => {
+  const fx = await createPlaneDeployment({ countSigningKeyLookups: true });
+  for (const subject of [null, {}, 'alice', []]) {
+    const label = JSON.stringify(subject);
+    const response = await fx.send(await hmacTokenRequest(tokenBody({ subject })));
+    assertProblem(response, 403, label);
+    assert.equal(response.body.reason, 'subject_not_allowed', label);
+    assert.equal(response.body.token, undefined, label);
+  }
+  assert.equal(fx.counters.signingKeyLookups, 0, 'nothing was minted');
+});
+
 test('Control-plane routes: the token request body is limited to 16 KiB', async () => {
   const fx = await createPlaneDeployment();
   const base = JSON.stringify(tokenBody());

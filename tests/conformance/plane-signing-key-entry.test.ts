@@ -143,3 +143,30 @@ test('Signing key entry: key ids must be distinct', async () => {
   assert.equal(token.status, 500);
   assert.equal(token.body.token, undefined);
 });
+
+test('Signing key entry: a function answering an empty list fails closed', async () => {
+  const fx = await createPlaneDeployment();
+  const plane = await fx.activate(fx.replica(['k1'], { signingKeys: () => [] }));
+  const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
+  assert.equal(jwks.status, 500);
+  assert.equal(jwks.body.keys, undefined);
+  const token = await fx.send(await hmacTokenRequest(tokenBody()));
+  assert.equal(token.status, 500);
+  assert.equal(token.body.token, undefined);
+  assert.equal(token.headers.get('Cache-Control'), 'no-store');
+});
+
+test('Signing key entry: a secret whose own kid disagrees with the entry kid fails closed', async () => {
+  const keys = await planeKeys();
+  // Not refused at construction (only missing and duplicate kids are), but at import: the plane
+  // is not ready and serves no JWKS.
+  const plane = createControlPlane({
+    signingKeys: [{ kid: 'entry', secret: { ...keys.k1.privateJwk, kid: 'other' } }],
+    services: [],
+    log: false,
+  });
+  await assert.rejects(plane.ready(), SvcConfigurationError);
+  const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
+  assert.equal(jwks.status, 500);
+  assert.equal(jwks.body.keys, undefined);
+});
