@@ -14,6 +14,7 @@ import {
 } from '../service/transports/websocket-rpc-transport.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import {
+  checkFetchTarget,
   deferredWebSocketUpgrade,
   type FetchTarget,
   forEachForwardableHeader,
@@ -129,7 +130,8 @@ export async function serveBun(
   target: FetchTarget,
   options: ServeOptions = {},
 ): Promise<ServedServer> {
-  const { hostname, port, env: userEnv } = resolveServeOptions(options);
+  const { hostname, port, env: userEnv } = resolveServeOptions(options, 'serveBun');
+  checkFetchTarget(target, 'serveBun');
   const adapters = new Set<BunWebSocketAdapter>();
   const server = bunRuntime().serve({
     port,

@@ -11,6 +11,7 @@
 import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
+  checkFetchTarget,
   type FetchTarget,
   resolveServeOptions,
   type ServedServer,
@@ -67,7 +68,8 @@ export async function serveDeno(
   target: FetchTarget,
   options: ServeOptions = {},
 ): Promise<ServedServer> {
-  const { hostname, port, env: userEnv } = resolveServeOptions(options);
+  const { hostname, port, env: userEnv } = resolveServeOptions(options, 'serveDeno');
+  checkFetchTarget(target, 'serveDeno');
   const sockets = new Set<WebSocket>();
   // Tracks sockets so close() can end them: a graceful shutdown waits for open connections.
   const trackingUpgrader: WebSocketUpgrader = {

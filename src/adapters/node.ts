@@ -17,6 +17,7 @@ import { WebSocketServer } from 'ws';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
+  checkFetchTarget,
   deferredWebSocketUpgrade,
   type FetchTarget,
   forEachForwardableHeader,
@@ -142,6 +143,8 @@ export function attachWebSocketUpgrades(
   target: FetchTarget,
   options: { env?: Record<string, unknown> } = {},
 ): AttachedWebSocketUpgrades {
+  checkFetchTarget(target, 'attachWebSocketUpgrades');
+  const { env } = resolveServeOptions(options, 'attachWebSocketUpgrades');
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES });
   const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
   wss.on('headers', (lines: string[], incoming: IncomingMessage) => {
@@ -149,7 +152,7 @@ export function attachWebSocketUpgrades(
     if (headers === undefined) return;
     forEachForwardableHeader(headers, (value, name) => lines.push(`${name}: ${value}`));
   });
-  const context: UpgradeContext = { target, env: options.env ?? {}, wss, handshakeHeaders };
+  const context: UpgradeContext = { target, env, wss, handshakeHeaders };
   // A socket that asked to upgrade has left the HTTP server's connection tracking and is not a
   // `ws` client until its handshake completes (nor ever, once refused): tracking it until it
   // closes lets close() end one whose target never answers or whose peer never hangs up.
@@ -179,7 +182,8 @@ export async function serveNode(
   target: FetchTarget,
   options: ServeOptions = {},
 ): Promise<ServedServer> {
-  const { hostname, port: requestedPort, env: userEnv } = resolveServeOptions(options);
+  const { hostname, port: requestedPort, env: userEnv } = resolveServeOptions(options, 'serveNode');
+  checkFetchTarget(target, 'serveNode');
   const server = createAdaptorServer({
     hostname,
     // Replacing the global Request/Response would change the application's behaviour.

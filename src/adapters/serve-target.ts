@@ -49,27 +49,66 @@ export interface ResolvedServeOptions {
 /** The largest TCP port number. */
 const MAX_PORT = 65_535;
 
+const SERVE_OPTION_NAMES: readonly string[] = ['port', 'hostname', 'env'];
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * Refuses what cannot be served: a target without a `fetch` handler would fail every request
+ * instead of failing here.
+ */
+export function checkFetchTarget(target: unknown, helper: string): FetchTarget {
+  if (
+    target === null || (typeof target !== 'object' && typeof target !== 'function') ||
+    typeof (target as { fetch?: unknown }).fetch !== 'function'
+  ) {
+    throw new SvcConfigurationError(
+      `${helper}: the target must have a fetch(request, env?, ctx?) handler (a service, a ` +
+        'control plane or a Hono app)',
+    );
+  }
+  return target as FetchTarget;
+}
+
 /**
  * Applies the defaults (loopback, an ephemeral port, no extra `env` fields) and refuses what a
  * listener would misread: an empty hostname means "every interface" to Node's `listen`, so an
  * unset `HOST=` passed through would expose the server; a port outside 0–65535 or fractional is
- * refused rather than wrapped or rounded by the runtime.
+ * refused rather than wrapped or rounded by the runtime; a misspelt option (`prot`, `host`) is
+ * refused rather than silently serving on the defaults.
  */
-export function resolveServeOptions(options: ServeOptions): ResolvedServeOptions {
-  const hostname = options.hostname ?? DEFAULT_SERVE_HOSTNAME;
+export function resolveServeOptions(options: unknown, helper = 'serve'): ResolvedServeOptions {
+  if (options === undefined) options = {};
+  if (!isPlainObject(options)) {
+    throw new SvcConfigurationError(`${helper}: options must be an object`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!SERVE_OPTION_NAMES.includes(name)) {
+      throw new SvcConfigurationError(
+        `${helper}: unknown option \`${name}\` (accepted: ${SERVE_OPTION_NAMES.join(', ')})`,
+      );
+    }
+  }
+  const { hostname = DEFAULT_SERVE_HOSTNAME, port = 0, env = {} } = options as ServeOptions;
   if (typeof hostname !== 'string' || hostname.trim() === '') {
     throw new SvcConfigurationError(
-      'serve: `hostname` must be a non-empty string (default 127.0.0.1); listen on every ' +
-        "interface only by naming it, e.g. '0.0.0.0'",
+      `${helper}: \`hostname\` must be a non-empty string (default 127.0.0.1); listen on ` +
+        "every interface only by naming it, e.g. '0.0.0.0'",
     );
   }
-  const port = options.port ?? 0;
   if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > MAX_PORT) {
     throw new SvcConfigurationError(
-      `serve: \`port\` must be an integer from 0 to ${MAX_PORT} (0 picks a free port)`,
+      `${helper}: \`port\` must be an integer from 0 to ${MAX_PORT} (0 picks a free port)`,
     );
   }
-  return { hostname, port, env: options.env ?? {} };
+  if (!isPlainObject(env)) {
+    throw new SvcConfigurationError(`${helper}: \`env\` must be a plain object of fields`);
+  }
+  return { hostname, port, env };
 }
 
 /**

@@ -12,7 +12,7 @@ import {
   type WebSocketUpgrader,
   withWebSocketUpgrader,
 } from '../service/websocket-upgrade.ts';
-import type { FetchTarget } from './serve-target.ts';
+import { checkFetchTarget, type FetchTarget } from './serve-target.ts';
 
 export type { FetchTarget } from './serve-target.ts';
 
@@ -29,6 +29,7 @@ export interface WorkersEntrypoint {
  * request's `env` is the Worker's bindings plus the Workers WebSocket upgrader.
  */
 export function workersEntrypoint(target: FetchTarget): WorkersEntrypoint {
+  checkFetchTarget(target, 'workersEntrypoint');
   return {
     async fetch(request, env, ctx) {
       return await target.fetch(request, withWebSocketUpgrader(env, workersWebSocketUpgrader), ctx);
