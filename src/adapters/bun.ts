@@ -51,7 +51,9 @@ interface BunRuntime {
   serve(options: {
     port: number;
     hostname: string;
+    development: boolean;
     fetch(request: Request, server: BunServer): Promise<Response | undefined>;
+    error(error: unknown): Response;
     websocket: {
       maxPayloadLength: number;
       backpressureLimit: number;
@@ -119,7 +121,19 @@ function handshakeHeaders(response: Response): Headers {
   const headers = new Headers();
   // Appended, not set: a target may send several Set-Cookie headers on the upgrade.
   forEachForwardableHeader(response.headers, (value, name) => headers.append(name, value));
+  // Bun would otherwise agree to the first subprotocol the client offers, but an RPC session
+  // speaks none (RFC 6455 section 4.2.2); an empty value makes Bun send no such header.
+  headers.set('Sec-WebSocket-Protocol', '');
   return headers;
+}
+
+/**
+ * What a client gets when the target itself throws (a service or plane never does; a bare Hono
+ * app may): a bare 500, as on Node and Deno. The error goes to the server's console only.
+ */
+function answerTargetFailure(error: unknown): Response {
+  console.error('serveBun: the target threw', error);
+  return new Response(null, { status: 500 });
 }
 
 /**
@@ -136,6 +150,10 @@ export async function serveBun(
   const server = bunRuntime().serve({
     port,
     hostname,
+    // Bun's development mode answers a throw with an HTML page carrying the message, absolute
+    // source paths and a source excerpt, whatever NODE_ENV says; a server never sends that.
+    development: false,
+    error: answerTargetFailure,
     async fetch(request, bunServer) {
       const upgrade = deferredWebSocketUpgrade();
       const env = withWebSocketUpgrader({ ...userEnv, server: bunServer }, upgrade.upgrader);

@@ -368,11 +368,15 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
 function serveWebSocket(request: Request, options: ServeRpcOptions): Response | Promise<Response> {
   const upgrader = resolveWebSocketUpgrader(options.runtime, options.upgrader);
   if (upgrader === undefined) {
+    // Either the handshake was incomplete (no `Connection: Upgrade`, so the server took it for a
+    // plain request) or the server cannot upgrade at all; the detail names both.
     return refuse(options, {
       status: 426,
       reason: 'websocket_upgrade_unavailable',
-      detail: 'This runtime cannot upgrade to WebSocket here: serve through serveNode, serveBun, ' +
-        'serveDeno or workersEntrypoint, or pass an upgrader',
+      detail: 'This request could not be upgraded to WebSocket: send a complete handshake ' +
+        '(Connection: Upgrade) to a server that upgrades (serveNode, serveBun, serveDeno, ' +
+        'workersEntrypoint, or an explicit upgrader)',
+      headers: { Upgrade: 'websocket', Connection: 'Upgrade' },
     });
   }
   const limits = checkedLimits(options.limits);

@@ -429,3 +429,46 @@ export async function servedHandshakeEchoesRequestId(
     await assertHandshakeEchoesRequestId(url, `${runtime.requestId}-handshake`);
   });
 }
+
+/**
+ * A client offering subprotocols is never agreed one (RFC 6455 section 4.2.2): an RPC session
+ * speaks none, so the `101` carries no `Sec-WebSocket-Protocol`.
+ */
+export async function servedNoSubprotocolAgreed(runtime: WebSocketServingRuntime): Promise<void> {
+  await withServed(runtime, fakeRpcEndpoint(), async (url) => {
+    const head = await handshakeHead(
+      url,
+      rawUpgradeRequest('/rpc/fake.echo', ['Sec-WebSocket-Protocol: graphql-ws, mqtt']),
+    );
+    assert.match(head[0], /^HTTP\/1\.1 101 /);
+    assert.deepEqual(headerValues(head, 'sec-websocket-protocol'), []);
+  });
+}
+
+/**
+ * A target that throws (a bare Hono app may; a service never does) is answered with a bare 500:
+ * not the error's message, a stack, or a development error page with source paths.
+ */
+export async function servedThrowingTargetAnswersBare500(
+  runtime: WebSocketServingRuntime,
+): Promise<void> {
+  const marker = `SECRET-${crypto.randomUUID()}`;
+  const target: FetchTarget = {
+    fetch() {
+      throw new Error(`${marker} postgres://user:pass@db.internal/prod`);
+    },
+  };
+  const quiet = console.error;
+  console.error = () => {};
+  try {
+    await withServed(runtime, target, async (url) => {
+      const response = await fetch(`${url}/anything`);
+      const body = await response.text();
+      assert.equal(response.status, 500);
+      assert.equal(body.includes(marker), false, 'the message stays on the server');
+      assert.equal(/user:pass|\/src\/|\.ts\b|<html/i.test(body), false, body.slice(0, 200));
+    });
+  } finally {
+    console.error = quiet;
+  }
+}

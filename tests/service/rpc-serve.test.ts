@@ -116,8 +116,11 @@ test('an upgrade is 426 with a clear problem when no upgrader is available', {
     new Request(RPC_URL, { headers: { Upgrade: 'websocket' } }),
   );
   assert.equal(response.status, 426);
+  // RFC 9110 section 15.5.22: a 426 names the protocol to upgrade to.
+  assert.equal(response.headers.get('Upgrade'), 'websocket');
   const problem = await problemOf(response);
   assert.equal(problem.reason, 'websocket_upgrade_unavailable');
+  assert.match(String(problem.detail), /complete handshake \(Connection: Upgrade\)/);
   assert.match(String(problem.detail), /serveNode/);
 });
 

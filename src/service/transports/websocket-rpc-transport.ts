@@ -10,7 +10,7 @@
  * @module
  */
 import type { RpcTransport } from 'capnweb';
-import { SvcInternalError } from '../../core/errors.ts';
+import { hasSvcErrorShape, SvcInternalError } from '../../core/errors.ts';
 import { peerMessageRefusal, type RpcReceiver } from './peer-message-screen.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */
@@ -64,8 +64,18 @@ export interface RpcSessionStats {
 /** A close frame's reason carries at most 123 UTF-8 bytes (125 minus the 2-byte code). */
 const MAX_CLOSE_REASON_BYTES = 123;
 
+/** The close reason of an abort whose error is not one of this system's own. */
+const OPAQUE_ABORT_CLOSE_REASON = 'RPC session aborted';
+
+/**
+ * The close frame's reason: a taxonomy error's message, which is written for the peer; any other
+ * abort (a parser's or Cap'n Web's own text, which may quote internals) reads as opaque, as the
+ * abort message in the session does.
+ */
 function closeReason(reason: unknown): string {
-  const text = reason instanceof Error ? reason.message : String(reason);
+  const text = reason instanceof Error && hasSvcErrorShape(reason)
+    ? reason.message
+    : OPAQUE_ABORT_CLOSE_REASON;
   const bytes = new TextEncoder().encode(text);
   if (bytes.length <= MAX_CLOSE_REASON_BYTES) return text;
   // A streaming decode drops a multi-byte character cut in half instead of emitting U+FFFD.

@@ -13,7 +13,9 @@ import {
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedHandshakeKeepsEveryCookie,
+  servedNoSubprotocolAgreed,
   servedSessionStreams,
+  servedThrowingTargetAnswersBare500,
   servedUpgradeRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -100,4 +102,16 @@ test(
   'serveBun: every Set-Cookie of the target rides on the 101',
   BOUND,
   () => servedHandshakeKeepsEveryCookie(RUNTIME),
+);
+
+test(
+  'serveBun: a client offering subprotocols is agreed none',
+  BOUND,
+  () => servedNoSubprotocolAgreed(RUNTIME),
+);
+
+test(
+  'serveBun: a target that throws is a bare 500, never a development error page',
+  BOUND,
+  () => servedThrowingTargetAnswersBare500(RUNTIME),
 );
