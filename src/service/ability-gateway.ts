@@ -29,6 +29,8 @@ export interface GatewayContext {
   /** Runtime access handed to handler factories (the request context). */
   context: unknown;
   log(event: SvcLogEvent): void;
+  /** Told once a token was accepted (a session transport stops its authentication deadline). */
+  onAuthenticated?(): void;
 }
 
 function refuse(status: 401 | 403, reason: string, message: string): never {
@@ -86,6 +88,7 @@ export class AbilityGateway extends RpcTarget {
     }
     // Forwarded connection info is advisory and only trusted on the brokered path.
     const connInfo = service.brokerServiceId !== undefined ? metadata.connInfo : undefined;
+    this.#context.onAuthenticated?.();
     return createAbilityTarget(ability, {
       identity,
       context: this.#context.context,

@@ -16,7 +16,13 @@
  */
 import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'capnweb';
 import { readBoundedText } from '../core/bounded-body.ts';
-import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
+import { MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
+import {
+  CapabilityAuthError,
+  hasSvcErrorShape,
+  SvcConfigurationError,
+  SvcInternalError,
+} from '../core/errors.ts';
 import { problemResponse } from '../core/problem.ts';
 import { peerMessageRefusal } from './transports/peer-message-screen.ts';
 import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
@@ -33,6 +39,12 @@ export type RpcServeTransport = 'http-batch' | 'websocket';
 export interface RpcMainMeta {
   transport: RpcServeTransport;
   request: Request;
+  /**
+   * On a WebSocket session: to be called once a token was accepted. A session that has not
+   * authenticated within its deadline is aborted, so an unauthenticated peer cannot hold a
+   * connection open indefinitely.
+   */
+  authenticated?(): void;
 }
 
 /** Options of {@link serveRpc}. */
@@ -55,6 +67,12 @@ export interface ServeRpcOptions {
    * session is aborted and the socket closed. The service's own stream writes do not count.
    */
   maxSessionEntries?: number;
+  /**
+   * How long a WebSocket session may stay open without an accepted token, in milliseconds;
+   * default {@link WEBSOCKET_AUTHENTICATE_TIMEOUT_MS}. Past it the session is aborted with a
+   * 401 `authentication_timeout`.
+   */
+  authenticateTimeoutMs?: number;
   /** Overrides of Cap'n Web's receive limits; each must be a positive integer. */
   limits?: Partial<RpcLimits>;
   /** The request's id, carried in the body of every refusal so a caller can quote it. */
@@ -83,6 +101,9 @@ export const DEFAULT_MAX_BATCH_MESSAGES = 10_000;
  * released is one, so this is also the most calls a peer can have outstanding, as in a batch.
  */
 export const DEFAULT_MAX_SESSION_ENTRIES = 10_000;
+
+/** How long a WebSocket session may stay open before a token is accepted on it. */
+export const WEBSOCKET_AUTHENTICATE_TIMEOUT_MS = 10_000;
 
 /** The message a caller receives instead of an error that carries no taxonomy `code`. */
 export const WITHHELD_ERROR_MESSAGE = 'Svc RPC failed: error details withheld';
@@ -383,6 +404,12 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
   const maxEntries = options.maxSessionEntries === undefined
     ? DEFAULT_MAX_SESSION_ENTRIES
     : requirePositiveInteger(options.maxSessionEntries, 'maxSessionEntries');
+  const authenticateTimeoutMs = options.authenticateTimeoutMs === undefined
+    ? WEBSOCKET_AUTHENTICATE_TIMEOUT_MS
+    : Math.min(
+      requirePositiveInteger(options.authenticateTimeoutMs, 'authenticateTimeoutMs'),
+      MAX_TIMER_DELAY_MS,
+    );
   // Some runtimes (Deno) close the original request once it is upgraded, headers included;
   // the session keeps a detached copy of what it may still want to read.
   const upgradeRequest = new Request(request.url, { method: 'GET', headers: request.headers });
@@ -392,13 +419,27 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
       receiver: 'service',
       onSessionAborted: aborts.aborted,
     });
+    let stopAuthenticateDeadline = () => {};
     try {
-      const main = options.createMain({ transport: 'websocket', request: upgradeRequest });
+      const main = options.createMain({
+        transport: 'websocket',
+        request: upgradeRequest,
+        authenticated: () => stopAuthenticateDeadline(),
+      });
       const session = new RpcSession(transport, main, {
         limits,
         onSendError: unshapedErrorReplacer(options, aborts),
       });
       transport.limitEntries(session, maxEntries);
+      stopAuthenticateDeadline = transport.abortAfter(
+        authenticateTimeoutMs,
+        () =>
+          new CapabilityAuthError(
+            `No capability token was accepted within ${authenticateTimeoutMs} ms of opening ` +
+              'the WebSocket session',
+            { status: 401, reason: 'authentication_timeout' },
+          ),
+      );
     } catch (error) {
       transport.abort(error);
     }

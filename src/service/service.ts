@@ -151,7 +151,7 @@ export function createService(options: ServiceOptions): SvcService {
               : 'rpc_protocol_error',
             error: describeErrorForLog(reason),
           }),
-        createMain: () =>
+        createMain: (meta) =>
           new AbilityGateway({
             ability,
             service: resolved,
@@ -161,6 +161,7 @@ export function createService(options: ServiceOptions): SvcService {
             requestId,
             context: c,
             log: (event) => emit(c, event),
+            ...(meta.authenticated !== undefined ? { onAuthenticated: meta.authenticated } : {}),
           }),
       });
     });

@@ -133,6 +133,7 @@ export class FakeMain extends RpcTarget {
       throw new CapabilityAuthError('A bound token needs a proof', { reason: 'proof_missing' });
     }
     this.#record.authenticated.push({ token, proof });
+    this.#meta.authenticated?.();
     return new FakeAbility(this.#record, this.#meta);
   }
 }

@@ -119,6 +119,8 @@ export class WebSocketRpcTransport implements RpcTransport {
   #maxBufferedBytes: number;
   #receiver: RpcReceiver;
   #onSessionAborted: ((reason: unknown) => void) | undefined;
+  #deadlines = new Set<ReturnType<typeof setTimeout>>();
+  #interruption: unknown;
 
   constructor(socket: RpcWebSocket, options: WebSocketRpcTransportOptions = {}) {
     this.#socket = socket;
@@ -191,6 +193,11 @@ export class WebSocketRpcTransport implements RpcTransport {
    * session holds more entries than its limit (the session then aborts and closes the socket).
    */
   receive(): Promise<string> {
+    const interruption = this.#interruption;
+    if (interruption !== undefined) {
+      this.#interruption = undefined;
+      return Promise.reject(interruption);
+    }
     if (
       this.#entryLimit !== undefined && ++this.#receivedSinceCount >= SESSION_ENTRY_CHECK_INTERVAL
     ) {
@@ -221,6 +228,34 @@ export class WebSocketRpcTransport implements RpcTransport {
       // Already closing; nothing left to tell the peer.
     }
     this.#fail(reason ?? new Error('RPC session aborted'));
+  }
+
+  /**
+   * Aborts the session with `reason()` after `timeoutMs` unless the returned function is called
+   * first; nothing happens once the transport has failed or closed meanwhile. The session ends
+   * as for a refused message: the peer receives the abort, then the socket closes.
+   */
+  abortAfter(timeoutMs: number, reason: () => unknown): () => void {
+    const timer = setTimeout(() => {
+      this.#deadlines.delete(timer);
+      if (this.#error === undefined) this.#interruptReceive(reason());
+    }, timeoutMs);
+    this.#deadlines.add(timer);
+    return () => {
+      clearTimeout(timer);
+      this.#deadlines.delete(timer);
+    };
+  }
+
+  /** Makes the session's pending (or next) read fail with `error`, which aborts the session. */
+  #interruptReceive(error: unknown): void {
+    const waiting = this.#waiting;
+    if (waiting === undefined) {
+      this.#interruption = error;
+      return;
+    }
+    this.#waiting = undefined;
+    waiting.reject(error);
   }
 
   #entryLimitError(limit: { session: RpcSessionStats; maxEntries: number }) {
@@ -290,6 +325,8 @@ export class WebSocketRpcTransport implements RpcTransport {
     if (this.#error !== undefined) return;
     this.#error = error;
     this.#clearOpenTimer();
+    for (const timer of this.#deadlines) clearTimeout(timer);
+    this.#deadlines.clear();
     if (this.#sendQueue !== undefined) this.#sendQueue = [];
     const waiting = this.#waiting;
     this.#waiting = undefined;
