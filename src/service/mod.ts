@@ -33,7 +33,17 @@ export type {
   ServiceTimeoutOptions,
 } from './service-options.ts';
 export { svcLogEvents } from './log-events.ts';
-export { jwksFromServiceBinding, jwksFromUrl, staticJwks } from './jwks-sources.ts';
+export {
+  DEFAULT_JWKS_CACHE_TTL_SECONDS,
+  DEFAULT_JWKS_FAILURE_COOLDOWN_MS,
+  DEFAULT_JWKS_FETCH_TIMEOUT_MS,
+  jwksFromServiceBinding,
+  type JwksFromServiceBindingOptions,
+  jwksFromUrl,
+  type JwksFromUrlOptions,
+  staticJwks,
+} from './jwks-sources.ts';
+export { WEBSOCKET_AUTHENTICATE_TIMEOUT_MS } from './rpc-serve.ts';
 export {
   type AbilitySession,
   abilitySession,
