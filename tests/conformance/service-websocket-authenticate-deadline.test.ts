@@ -23,7 +23,7 @@ async function withTimersOf<T>(
   const realSet = globalThis.setTimeout;
   const realClear = globalThis.clearTimeout;
   globalThis.setTimeout = ((callback: () => void, ms?: number, ...rest: unknown[]) => {
-    const handle = realSet(callback, ms, ...rest);
+    const handle = realSet(callback, ms, ...rest) as unknown as Timer;
     if (ms === delayMs) timers.set.push({ handle, fire: callback });
     return handle;
   }) as typeof setTimeout;
