@@ -14,6 +14,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
+import { readBoundedBytes } from '../core/bounded-body.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
@@ -40,21 +41,134 @@ const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
  */
 export const nodeWebSocketFactory: typeof wsWebSocketFactory = wsWebSocketFactory;
 
+/**
+ * Host values used as sent, with no check that parsing keeps them: lower-case names and
+ * addresses, with a port of four or five digits. Any other Host goes through the URL parser
+ * and must come out naming the same host. This is the split the HTTP path draws.
+ */
+const PLAIN_HOST = /^[0-9a-z._-]+(?::(?:[1-9][0-9]{3}|[1-5][0-9]{4}))?$/;
+
+/**
+ * Refuses a backslash before the query: the URL parser reads it as `/`, so `/\evil.test/p`
+ * would become `//evil.test/p`.
+ */
+function refuseBackslashInPath(target: string): void {
+  if (target.split('?', 1)[0].includes('\\')) {
+    throw new TypeError('backslash in the request path');
+  }
+}
+
+/**
+ * Whether parsing kept the host a Host header named (case and port aside): `a@b` or `a/b`
+ * would otherwise put another host, or a piece of the path, in the authority. Same test as
+ * the HTTP path, so both refuse the same headers.
+ */
+function parsedKeepsHost(url: URL, host: string): boolean {
+  return url.hostname.length === host.length ||
+    url.hostname === host.replace(/:\d+$/, '').toLowerCase();
+}
+
+/**
+ * The URL of an origin-form target (`/path?query`) received with `Host: host`. The target is
+ * appended to `scheme://host` as text, never resolved against it: resolved, `//evil.test/p`
+ * would name the host evil.test instead of being a path.
+ */
+function originFormUrl(scheme: string, host: string, target: string): string {
+  const plain = PLAIN_HOST.test(host);
+  if (plain && target === '') return `${scheme}://${host}/`;
+  if (plain && !target.startsWith('/')) throw new TypeError('request target must be a path');
+  refuseBackslashInPath(target);
+  const url = new URL(`${scheme}://${host}${target}`);
+  if (!plain && !parsedKeepsHost(url, host)) throw new TypeError('invalid Host header');
+  return url.href;
+}
+
+/**
+ * Refuses an HTTP/1.1 upgrade without a Host header (RFC 9112 §3.2), whatever its target's
+ * form: Node refuses it so on the HTTP path, but not on an upgrade.
+ */
+function refuseMissingHost(incoming: IncomingMessage): void {
+  const http11 = incoming.httpVersionMajor === 1 && incoming.httpVersionMinor === 1;
+  if (http11 && incoming.headers.host === undefined) {
+    throw new TypeError('missing Host header');
+  }
+}
+
+/**
+ * The URL of an upgrade request, built as `@hono/node-server` builds it for the same bytes on
+ * the HTTP path, so an upgrade and a plain request agree on the URL (the same-origin checks and
+ * routes of service middleware see one value) and on what is refused: a `TypeError`, answered
+ * 400. An absolute-form target (`http://host/path`, RFC 9112 §3.2.2) is the URL itself; an
+ * empty Host (or none, in HTTP/1.0) stands for `defaultHost`, the server's hostname. Only a
+ * Host no `Request` can carry differs: refused here (`1.2.3.4.5`) or normalised (`127.1`),
+ * where the HTTP path passes its text through.
+ */
+function upgradeUrlOf(incoming: IncomingMessage, defaultHost: string | undefined): string {
+  refuseMissingHost(incoming);
+  const target = incoming.url ?? '';
+  if (target.startsWith('http://') || target.startsWith('https://')) {
+    refuseBackslashInPath(target);
+    return new URL(target).href;
+  }
+  const host = incoming.headers.host || defaultHost;
+  if (!host) throw new TypeError('missing Host header');
+  const encrypted = (incoming.socket as { encrypted?: boolean } | undefined)?.encrypted;
+  return originFormUrl(encrypted ? 'https' : 'http', host, target);
+}
+
 /** The Request a Node upgrade event stands for (headers only; an upgrade has no body). */
-function upgradeRequestFrom(incoming: IncomingMessage): Request {
-  const target = incoming.url ?? '/';
-  if (!target.startsWith('/')) throw new TypeError('upgrade request target must be a path');
-  const url = new URL(target, `http://${incoming.headers.host ?? 'localhost'}`);
+function upgradeRequestFrom(incoming: IncomingMessage, defaultHost: string | undefined): Request {
+  const url = upgradeUrlOf(incoming, defaultHost);
   const headers = new Headers();
   const raw = incoming.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
   return new Request(url, { method: incoming.method ?? 'GET', headers });
 }
 
+const NO_BODY = new Uint8Array(0);
+
+/**
+ * The body written with a refusal: the target's, when it fits in `MAX_REFUSAL_BODY_BYTES`, else
+ * none (a cut document would read as a whole one). A refused upgrade on a route that streams
+ * (events, a download) thus costs at most the limit, and the read stops when the socket
+ * closes, whether the peer left or `close()` ended it.
+ */
+async function refusalBodyOf(socket: Duplex, response: Response): Promise<Uint8Array> {
+  const body = response.body;
+  if (body === null) return NO_BODY;
+  if (socket.destroyed) {
+    await body.cancel().catch(() => {});
+    return NO_BODY;
+  }
+  // The bounded reader locks what it reads until it returns; reading through a relay leaves
+  // the body's cancellation to the pipe, which the peer's leaving aborts.
+  const gone = new AbortController();
+  const onGone = () => gone.abort();
+  socket.once('close', onGone);
+  // An upgrade socket is handed over paused, and the HTTP server allows half-open sockets: only
+  // reading (and dropping) what the peer sends shows its hang-up, as an `end`.
+  socket.once('end', onGone);
+  socket.resume();
+  const relay = new TransformStream<Uint8Array, Uint8Array>();
+  body.pipeTo(relay.writable, { signal: gone.signal }).catch(() => {});
+  try {
+    const bytes = await readBoundedBytes(
+      { headers: response.headers, body: relay.readable },
+      MAX_REFUSAL_BODY_BYTES,
+    );
+    return bytes ?? NO_BODY;
+  } catch {
+    return NO_BODY;
+  } finally {
+    socket.off('close', onGone);
+    socket.off('end', onGone);
+  }
+}
+
 /** Writes `response` on a socket that asked to upgrade, then ends it. */
 async function writeRefusal(socket: Duplex, response: Response): Promise<void> {
+  const body = await refusalBodyOf(socket, response);
   if (socket.destroyed) return;
-  const body = new Uint8Array(await response.arrayBuffer()).subarray(0, MAX_REFUSAL_BODY_BYTES);
   const lines = [
     `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status] ?? ''}`,
     'Connection: close',
@@ -74,6 +188,8 @@ interface UpgradeContext {
   env: Record<string, unknown>;
   wss: WebSocketServer;
   handshakeHeaders: WeakMap<IncomingMessage, Headers>;
+  /** The host an upgrade with an empty (or, in HTTP/1.0, no) `Host` is for; none: refused. */
+  defaultHost: string | undefined;
 }
 
 /**
@@ -90,7 +206,7 @@ async function handleUpgrade(
   const upgrade = deferredWebSocketUpgrade();
   let response: Response;
   try {
-    const request = upgradeRequestFrom(incoming);
+    const request = upgradeRequestFrom(incoming, context.defaultHost);
     const env = withWebSocketUpgrader(
       { ...context.env, incoming, outgoing: undefined },
       upgrade.upgrader,
@@ -134,25 +250,34 @@ export interface AttachedWebSocketUpgrades {
 }
 
 /**
- * Handles WebSocket upgrades on an existing Node `http.Server` for `target`: each upgrade
- * becomes a `Request` whose `env` carries `options.env`, Node's `incoming` and the Node
- * upgrader, so `serveRpc` accepts it; a refusal is written back as an HTTP response.
+ * The `ws` server that completes accepted handshakes. It never agrees to a subprotocol: the
+ * RPC route speaks none, and a server that does not agree must send none back (RFC 6455
+ * §4.2.2), where `ws` would otherwise pick the client's first offer.
  */
-export function attachWebSocketUpgrades(
-  server: Server,
-  target: FetchTarget,
-  options: { env?: Record<string, unknown> } = {},
-): AttachedWebSocketUpgrades {
-  checkFetchTarget(target, 'attachWebSocketUpgrades');
-  const { env } = resolveServeOptions(options, 'attachWebSocketUpgrades');
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES });
-  const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
+function handshakeServer(handshakeHeaders: WeakMap<IncomingMessage, Headers>): WebSocketServer {
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_WEBSOCKET_PAYLOAD_BYTES,
+    handleProtocols: () => false,
+  });
   wss.on('headers', (lines: string[], incoming: IncomingMessage) => {
     const headers = handshakeHeaders.get(incoming);
     if (headers === undefined) return;
     forEachForwardableHeader(headers, (value, name) => lines.push(`${name}: ${value}`));
   });
-  const context: UpgradeContext = { target, env, wss, handshakeHeaders };
+  return wss;
+}
+
+/** {@link attachWebSocketUpgrades} once its arguments are checked. */
+function attachUpgrades(
+  server: Server,
+  target: FetchTarget,
+  env: Record<string, unknown>,
+  defaultHost: string | undefined,
+): AttachedWebSocketUpgrades {
+  const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
+  const wss = handshakeServer(handshakeHeaders);
+  const context: UpgradeContext = { target, env, wss, handshakeHeaders, defaultHost };
   // A socket that asked to upgrade has left the HTTP server's connection tracking and is not a
   // `ws` client until its handshake completes (nor ever, once refused): tracking it until it
   // closes lets close() end one whose target never answers or whose peer never hangs up.
@@ -175,6 +300,22 @@ export function attachWebSocketUpgrades(
 }
 
 /**
+ * Handles WebSocket upgrades on an existing Node `http.Server` (or `https.Server`) for
+ * `target`: each upgrade becomes a `Request` whose `env` carries `options.env`, Node's
+ * `incoming` and the Node upgrader, so `serveRpc` accepts it; a refusal is written back as an
+ * HTTP response. An upgrade without a `Host` header is refused with a 400.
+ */
+export function attachWebSocketUpgrades(
+  server: Server,
+  target: FetchTarget,
+  options: { env?: Record<string, unknown> } = {},
+): AttachedWebSocketUpgrades {
+  checkFetchTarget(target, 'attachWebSocketUpgrades');
+  const { env } = resolveServeOptions(options, 'attachWebSocketUpgrades');
+  return attachUpgrades(server, target, env, undefined);
+}
+
+/**
  * Serves `target` on Node. Each request's `env` carries `options.env` and Node's `incoming` and
  * `outgoing`; upgrades also carry the Node WebSocket upgrader, so `serveRpc` finds it.
  */
@@ -190,7 +331,8 @@ export async function serveNode(
     overrideGlobalObjects: false,
     fetch: (request, nodeEnv) => target.fetch(request, { ...userEnv, ...nodeEnv }),
   }) as Server;
-  const upgrades = attachWebSocketUpgrades(server, target, { env: userEnv });
+  // The hostname is the HTTP path's default host too, so both build the same URLs.
+  const upgrades = attachUpgrades(server, target, userEnv, hostname);
   const port = await listen(server, requestedPort, hostname);
   return servedServer(hostname, port, () =>
     new Promise<void>((resolve) => {

@@ -10,23 +10,69 @@
  * @module
  */
 import { WebSocket as WsWebSocket } from 'ws';
+import { SvcConfigurationError } from '../core/errors.ts';
 import { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
 
 /** Options of {@link wsWebSocketFactory}. */
 export interface WsWebSocketFactoryOptions {
-  /** Largest message accepted from the peer, in bytes; default 32 MiB. */
+  /** Largest message accepted from the peer, in bytes: an integer from 1 to 2^31-1; default 32 MiB. */
   maxPayload?: number;
+}
+
+const FACTORY_OPTION_NAMES: readonly string[] = ['maxPayload'];
+
+/**
+ * The largest limit `ws` can hold: it keeps the limit as `maxPayload | 0`, so a larger one
+ * wraps (4 GiB becomes 0) and anything below 1 means "no limit".
+ */
+const MAX_WS_PAYLOAD_LIMIT = 2 ** 31 - 1;
+
+/**
+ * The `maxPayload` to give `ws`. A value `ws` would read as "no limit" (0, a negative, NaN, a
+ * string, 4 GiB) is refused: it would let a hostile server send a message of any size.
+ */
+function checkedMaxPayload(value: unknown): number {
+  if (value === undefined) return MAX_WEBSOCKET_PAYLOAD_BYTES;
+  if (
+    typeof value !== 'number' || !Number.isInteger(value) || value < 1 ||
+    value > MAX_WS_PAYLOAD_LIMIT
+  ) {
+    throw new SvcConfigurationError(
+      `wsWebSocketFactory: \`maxPayload\` must be an integer from 1 to ${MAX_WS_PAYLOAD_LIMIT} ` +
+        `bytes (default ${MAX_WEBSOCKET_PAYLOAD_BYTES})`,
+    );
+  }
+  return value;
+}
+
+/** Refuses options that are not an object, or name an option that does not exist. */
+function checkFactoryOptions(options: unknown): WsWebSocketFactoryOptions {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError('wsWebSocketFactory: options must be an object');
+  }
+  for (const name of Object.keys(options)) {
+    // A misspelt `maxPayLoad` would otherwise leave the default in force unnoticed.
+    if (!FACTORY_OPTION_NAMES.includes(name)) {
+      throw new SvcConfigurationError(
+        `wsWebSocketFactory: unknown option \`${name}\` (accepted: ${
+          FACTORY_OPTION_NAMES.join(', ')
+        })`,
+      );
+    }
+  }
+  return options;
 }
 
 /**
  * A WebSocket factory for callers (`websocketRpc(url, { createWebSocket })`) backed by the
  * `ws` client, with Nagle's algorithm off. It installs no global: the RPC transport compares
  * ready states with the numeric values the WebSocket standard fixes, so it never reads
- * `WebSocket.CONNECTING` from a global.
+ * `WebSocket.CONNECTING` from a global. Invalid options throw `SvcConfigurationError` here,
+ * not at the first connection.
  */
 export function wsWebSocketFactory(
   options: WsWebSocketFactoryOptions = {},
 ): (url: string) => WebSocket {
-  const maxPayload = options.maxPayload ?? MAX_WEBSOCKET_PAYLOAD_BYTES;
+  const maxPayload = checkedMaxPayload(checkFactoryOptions(options).maxPayload);
   return (url: string) => new WsWebSocket(url, { maxPayload }) as unknown as WebSocket;
 }
