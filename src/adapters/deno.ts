@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { problemResponse } from '../core/problem.ts';
 import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
@@ -32,14 +33,27 @@ export const denoWebSocketFactory: typeof wsWebSocketFactory = wsWebSocketFactor
 
 interface DenoHttpServer {
   readonly addr: { port: number };
-  shutdown(): Promise<void>;
+  /** Settles once the server stopped, e.g. after its `signal` aborted. */
+  readonly finished: Promise<void>;
+}
+
+/** The part of Deno's `ServeHandlerInfo` the adapter uses. */
+interface DenoServeHandlerInfo {
+  readonly remoteAddr: unknown;
+}
+
+interface DenoServeOptions {
+  port: number;
+  hostname: string;
+  signal: AbortSignal;
+  onListen(address: unknown): void;
 }
 
 interface DenoRuntime {
   upgradeWebSocket(request: Request): { socket: WebSocket; response: Response };
   serve(
-    options: { port: number; hostname: string; onListen(address: unknown): void },
-    handler: (request: Request, info: unknown) => Response | Promise<Response>,
+    options: DenoServeOptions,
+    handler: (request: Request, info: DenoServeHandlerInfo) => Response | Promise<Response>,
   ): DenoHttpServer;
 }
 
@@ -51,18 +65,104 @@ function denoRuntime(): DenoRuntime {
   return runtime;
 }
 
-/** Upgrades through `Deno.upgradeWebSocket`; the socket opens once the `101` is sent. */
+/** The refusal of a handshake whose headers `Deno.upgradeWebSocket` rejected. */
+function malformedHandshake(error: TypeError): Response {
+  return problemResponse({
+    status: 400,
+    code: 'internal',
+    retryable: false,
+    reason: 'websocket_handshake_malformed',
+    detail: `Malformed WebSocket handshake: ${error.message}`,
+  });
+}
+
+/**
+ * Upgrades through `Deno.upgradeWebSocket`; the socket opens once the `101` is sent. A handshake
+ * the client malformed is answered `400` rather than thrown, so it is not a server failure.
+ */
 export const denoWebSocketUpgrader: WebSocketUpgrader = {
   upgrade(request, _runtime, accept) {
-    const { socket, response } = denoRuntime().upgradeWebSocket(request);
-    accept(socket);
-    return response;
+    let upgraded: { socket: WebSocket; response: Response };
+    try {
+      upgraded = denoRuntime().upgradeWebSocket(request);
+    } catch (error) {
+      // Deno throws a TypeError only for the handshake headers a client controls (no
+      // `Upgrade: websocket`, no `Connection: Upgrade`, no key); a request already upgraded or
+      // closed is the server's own failure and stays one.
+      if (error instanceof TypeError) return malformedHandshake(error);
+      throw error;
+    }
+    accept(upgraded.socket);
+    return upgraded.response;
   },
 };
 
+/** What a request still in flight, or an upgrade arriving late, is answered once closing. */
+function closingRefusal(): Response {
+  return problemResponse({
+    status: 503,
+    code: 'internal',
+    reason: 'server_closing',
+    detail: 'The server is closing',
+  });
+}
+
+/**
+ * The Deno upgrader, tracking the sockets it opens so close() can end them (`Deno.serve` leaves
+ * upgraded connections alone when it stops) and opening none once the server is closing.
+ */
+function trackingUpgrader(sockets: Set<WebSocket>, closing: AbortSignal): WebSocketUpgrader {
+  return {
+    upgrade(request, runtime, accept) {
+      if (closing.aborted) return closingRefusal();
+      return denoWebSocketUpgrader.upgrade(request, runtime, (socket) => {
+        sockets.add(socket);
+        socket.addEventListener('close', () => sockets.delete(socket));
+        accept(socket);
+      });
+    },
+  };
+}
+
+/**
+ * The target's answer, or a {@link closingRefusal} once `inFlight`'s entry for it is called,
+ * whichever comes first. Deno keeps a connection whose request is unanswered (an upgrade
+ * request above all) open even after the server was aborted, so close() answers them all.
+ * Each entry is removed when the target answers: nothing is retained per finished request.
+ */
+function answeredOrRefusedOnClose(
+  answer: Promise<Response>,
+  inFlight: Set<() => void>,
+): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    const refuse = () => resolve(closingRefusal());
+    inFlight.add(refuse);
+    answer.then(resolve, reject).finally(() => inFlight.delete(refuse));
+  });
+}
+
+/** Starts `Deno.serve` and waits until it listens. */
+async function listeningServer(
+  options: Omit<DenoServeOptions, 'onListen'>,
+  handler: (request: Request, info: DenoServeHandlerInfo) => Response | Promise<Response>,
+): Promise<DenoHttpServer> {
+  let listening!: () => void;
+  const ready = new Promise<void>((resolve) => (listening = resolve));
+  const server = denoRuntime().serve({ ...options, onListen: () => listening() }, handler);
+  await ready;
+  return server;
+}
+
 /**
  * Serves `target` with `Deno.serve`. Each request's `env` carries `options.env`, Deno's
- * connection `info` and the Deno WebSocket upgrader, so `serveRpc` finds it.
+ * connection `info`, the peer's address as `remoteAddr` (where Hono's `getConnInfo` from
+ * `hono/deno` reads it) and the Deno WebSocket upgrader, so `serveRpc` finds it.
+ *
+ * `close()` ends every WebSocket with `1001`, answers every request still in flight with a
+ * `503` and closes every connection without waiting for them: a graceful `shutdown()` would
+ * wait, so a client that declares a body and never sends it could hold the server open for as
+ * long as it likes. A `503` is written if its connection still takes it; the target's own late
+ * answer never is.
  */
 export async function serveDeno(
   target: FetchTarget,
@@ -71,26 +171,25 @@ export async function serveDeno(
   const { hostname, port, env: userEnv } = resolveServeOptions(options, 'serveDeno');
   checkFetchTarget(target, 'serveDeno');
   const sockets = new Set<WebSocket>();
-  // Tracks sockets so close() can end them: a graceful shutdown waits for open connections.
-  const trackingUpgrader: WebSocketUpgrader = {
-    upgrade(request, runtime, accept) {
-      return denoWebSocketUpgrader.upgrade(request, runtime, (socket) => {
-        sockets.add(socket);
-        socket.addEventListener('close', () => sockets.delete(socket));
-        accept(socket);
-      });
+  const inFlight = new Set<() => void>();
+  // Aborting the signal given to Deno.serve stops it without waiting for requests in flight.
+  const closing = new AbortController();
+  const upgrader = trackingUpgrader(sockets, closing.signal);
+  const server = await listeningServer(
+    { port, hostname, signal: closing.signal },
+    (request, info) => {
+      // Read now: Deno closes the request's connection details once it is answered or upgraded.
+      const env = { ...userEnv, info, remoteAddr: info.remoteAddr };
+      const answer = target.fetch(request, withWebSocketUpgrader(env, upgrader));
+      // An answer already there leaves nothing in flight (and keeps Deno's synchronous path).
+      if (answer instanceof Response) return answer;
+      return answeredOrRefusedOnClose(Promise.resolve(answer), inFlight);
     },
-  };
-  let listening!: () => void;
-  const ready = new Promise<void>((resolve) => (listening = resolve));
-  const server = denoRuntime().serve(
-    { port, hostname, onListen: () => listening() },
-    (request, info) =>
-      target.fetch(request, withWebSocketUpgrader({ ...userEnv, info }, trackingUpgrader)),
   );
-  await ready;
   return servedServer(hostname, server.addr.port, async () => {
     for (const socket of sockets) socket.close(1001, 'server closing');
-    await server.shutdown();
+    for (const refuse of inFlight) refuse();
+    closing.abort();
+    await server.finished;
   });
 }
