@@ -267,7 +267,7 @@ function allowedMethods(transports: readonly string[]): string {
 
 /** What a refusal of this route says; the request id, when known, is added to it. */
 interface Refusal {
-  status: 405 | 413 | 426;
+  status: 400 | 405 | 413 | 426;
   reason: string;
   detail: string;
   headers?: HeadersInit;
@@ -350,7 +350,18 @@ class BatchServerTransport implements RpcTransport {
 async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promise<Response> {
   const maxBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
   const maxMessages = options.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES;
-  const text = await readBoundedText(request, maxBytes);
+  let text: string | undefined;
+  try {
+    text = await readBoundedText(request, maxBytes);
+  } catch {
+    // The body stream failed: the client went away or broke the framing mid-body. Its own
+    // doing, so a 400 (logged as a completed request), never a server failure at error level.
+    return refuse(options, {
+      status: 400,
+      reason: 'rpc_batch_unreadable',
+      detail: 'The RPC batch body could not be read to its end',
+    });
+  }
   if (text === undefined) {
     return refuse(options, {
       status: 413,

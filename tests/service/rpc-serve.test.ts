@@ -168,6 +168,29 @@ test('DOS-05 a 40 MiB batch is refused with 413 without reading it all', async (
   assert.equal(record.sessions.length, 0);
 });
 
+test('a batch body that fails mid-way (the client went away) is a 400, and no session starts', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  let sent = false;
+  const broken = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent) {
+        controller.error(new TypeError('terminated: other side closed'));
+        return;
+      }
+      sent = true;
+      controller.enqueue(new TextEncoder().encode('["push",["pipeline",0,["authent'));
+    },
+  });
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { method: 'POST', body: broken, duplex: 'half' } as RequestInit),
+  );
+  assert.equal(response.status, 400);
+  const problem = await problemOf(response);
+  assert.equal(problem.reason, 'rpc_batch_unreadable');
+  assert.equal(record.sessions.length, 0);
+});
+
 test('DOS-05 a declared Content-Length past the limit is refused unread', async () => {
   const response = await serveRpc(post('tiny', { 'Content-Length': String(40 * 1024 * 1024) }), {
     transports: ['http-batch'],
