@@ -150,7 +150,7 @@ function checkAuthenticators(list: unknown): CallerAuthenticator[] {
 }
 
 /** Why a body was not read completely. */
-type BodyReadFailure = 'too_large' | 'timeout';
+type BodyReadFailure = 'too_large' | 'timeout' | 'unreadable';
 
 function declaredLength(request: Request): number | undefined {
   const header = request.headers.get('Content-Length');
@@ -196,9 +196,9 @@ export async function readBoundedBody(
       let next: ReadableStreamReadResult<Uint8Array>;
       try {
         next = await reader.read();
-      } catch (error) {
-        if (timedOut) return 'timeout';
-        throw error;
+      } catch {
+        // The stream failed: the client went away or broke the framing mid-body.
+        return timedOut ? 'timeout' : 'unreadable';
       }
       if (timedOut) return 'timeout';
       if (next.done) break;
@@ -407,6 +407,13 @@ export function createTokenEndpoint(
         status: 413,
         detail: `The body exceeds ${maxBodyBytes} bytes`,
         reason: 'body_too_large',
+      });
+    }
+    if (body === 'unreadable') {
+      return refuse(requestId, {
+        status: 400,
+        detail: 'The body could not be read to its end',
+        reason: 'body_unreadable',
       });
     }
     if (body === 'timeout') {

@@ -263,6 +263,24 @@ test('DOS-08 a lying Content-Length is bounded; the signature covers the bytes r
   assert.equal(fixture.issued.length, 1);
 });
 
+test('a body that fails mid-way (the client went away) is a 400 body_unreadable, nothing issued', async () => {
+  const fixture = await endpointFixture();
+  const signed = await signedHmacParts(fixture);
+  let sent = false;
+  const broken = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent) return controller.error(new TypeError('terminated: other side closed'));
+      sent = true;
+      controller.enqueue(new TextEncoder().encode(signed.body.slice(0, 10)));
+    },
+  });
+  const response = await fixture.handle(streamingRequest(broken, signed.headers));
+  assert.equal(response.status, 400);
+  assertNoStore(response);
+  assert.equal((await response.json()).reason, 'body_unreadable');
+  assert.equal(fixture.issued.length, 0);
+});
+
 test('DEL-01 a signed request carrying subject is refused 403 on both caller paths', async () => {
   const fixture = await endpointFixture();
   const hmac = await signedHmacParts(fixture, { body: hmacBody({ subject: { id: 'victim' } }) });
