@@ -5,8 +5,10 @@ import {
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedHandshakeKeepsEveryCookie,
+  servedNoSubprotocolAgreed,
   servedSessionStreams,
   servedSlowReaderClosed,
+  servedThrowingTargetAnswersBare500,
   servedUpgradeRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -59,4 +61,16 @@ test(
   'serveDeno: every Set-Cookie of the target rides on the 101',
   BOUND,
   () => servedHandshakeKeepsEveryCookie(RUNTIME),
+);
+
+test(
+  'serveDeno: a client offering subprotocols is agreed none',
+  BOUND,
+  () => servedNoSubprotocolAgreed(RUNTIME),
+);
+
+test(
+  'serveDeno: a target that throws is a bare 500',
+  BOUND,
+  () => servedThrowingTargetAnswersBare500(RUNTIME),
 );

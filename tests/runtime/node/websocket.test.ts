@@ -18,8 +18,10 @@ import {
   servedAfterSilentHandshake,
   servedBatchPipelines,
   servedHandshakeKeepsEveryCookie,
+  servedNoSubprotocolAgreed,
   servedSessionStreams,
   servedSlowReaderClosed,
+  servedThrowingTargetAnswersBare500,
   servedUpgradeRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
@@ -229,4 +231,16 @@ test(
   'serveNode: every Set-Cookie of the target rides on the 101',
   BOUND,
   () => servedHandshakeKeepsEveryCookie(RUNTIME),
+);
+
+test(
+  'serveNode: a client offering subprotocols is agreed none',
+  BOUND,
+  () => servedNoSubprotocolAgreed(RUNTIME),
+);
+
+test(
+  'serveNode: a target that throws is a bare 500',
+  BOUND,
+  () => servedThrowingTargetAnswersBare500(RUNTIME),
 );
