@@ -72,9 +72,16 @@ function optionalText(value: unknown, name: string, fail: ClaimProblemHandler): 
   return value === undefined ? undefined : requireText(value, name, fail);
 }
 
+/** The last second a `Date` can hold (ECMA-262: 8.64e15 ms after the epoch). */
+const MAX_NUMERIC_DATE = 8.64e12;
+
 function requireNumericDate(value: unknown, name: string, fail: ClaimProblemHandler): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    fail(`claim "${name}" must be a positive integer NumericDate`);
+  // Past a Date's range, `expiresAt` and the other times handed to handlers would be Invalid Date.
+  if (
+    typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 ||
+    value > MAX_NUMERIC_DATE
+  ) {
+    fail(`claim "${name}" must be a positive integer NumericDate within a Date's range`);
   }
   return value;
 }

@@ -91,12 +91,19 @@ export const MAX_AUTHORIZATION_LENGTH = 16_384;
 /** Why an `Authorization` header was not split, as the `reason` of the refusal. */
 type AuthorizationProblem = 'authorization_missing' | 'authorization_malformed';
 
+/**
+ * A header value without the optional whitespace around it: spaces and tabs only (RFC 9110
+ * section 5.5), where `String.prototype.trim` would also drop NBSP, VT, FF and line separators.
+ */
+function withoutOptionalWhitespace(value: string): string {
+  return value.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
 /** The scheme and value of a well-formed header, or what is wrong with it. */
 function splitAuthorization(header: string | null): ParsedAuthorization | AuthorizationProblem {
-  if (header === null || header.trim().length === 0) return 'authorization_missing';
-  const match = header.length <= MAX_AUTHORIZATION_LENGTH
-    ? AUTHORIZATION_PATTERN.exec(header.trim())
-    : null;
+  const value = header === null ? '' : withoutOptionalWhitespace(header);
+  if (value.length === 0) return 'authorization_missing';
+  const match = value.length <= MAX_AUTHORIZATION_LENGTH ? AUTHORIZATION_PATTERN.exec(value) : null;
   return match === null ? 'authorization_malformed' : { scheme: match[1], value: match[2] };
 }
 

@@ -46,6 +46,11 @@ function embeddedPublicKey(header: Record<string, unknown>): JWK {
   if (members.kty !== 'EC' || members.crv !== 'P-256') {
     refuse('proof_invalid', 'The proof key must be a P-256 EC key');
   }
+  // WebCrypto would read `["<x>"]` as `"<x>"` and verify with it, leaving the thumbprint to fail
+  // later on a non-string coordinate: the coordinates are checked here, where a refusal is typed.
+  if (typeof members.x !== 'string' || typeof members.y !== 'string') {
+    refuse('proof_invalid', 'The proof key coordinates must be base64url strings');
+  }
   return members as JWK;
 }
 

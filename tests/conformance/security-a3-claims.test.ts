@@ -62,7 +62,8 @@ test('CLM-04 each required claim removed in turn', async () => {
 
 test('CLM-05 exp that is not a positive integer NumericDate', async () => {
   const { verify } = await tokenFixture();
-  for (const exp of ['9999999999', null, true, -1, 0, 1.5e9 + 0.5]) {
+  // 8.64e12 s is the last second a Date holds: past it, expiresAt would be an Invalid Date.
+  for (const exp of ['9999999999', null, true, -1, 0, 1.5e9 + 0.5, 8_640_000_000_001]) {
     await assertRefused(
       verify(await k1Token(baselineClaims({ exp }))),
       'invalid_claims',

@@ -274,3 +274,16 @@ test('POP-13 an HMAC-issued token needs no proof', async () => {
   assert.equal(identity.serviceId, 'svc-caller');
   assert.equal('confirmation' in identity, false);
 });
+
+test('POP (malformed key) a proof whose jwk coordinate is wrapped in an array is a typed 401', async () => {
+  // WebCrypto reads `["<x>"]` as `"<x>"`, so such a proof verifies under the bound key; it must
+  // still be refused as a malformed proof, never fail as an internal error.
+  const fx = await createPlaneDeployment();
+  const token = await boundToken(fx);
+  const { kty, crv, x, y } = fx.keys.K1.publicJwk;
+  for (const jwk of [{ kty, crv, x: [x], y }, { kty, crv, x, y: [y] }, { kty, crv, x: 1, y }]) {
+    const proof = await craftedProof({ token, key: fx.keys.K1, header: { jwk } });
+    await assertProofRefused(fx, 'svc-a.echo', token, proof, 'proof_invalid');
+  }
+  await stillHealthy(fx, token);
+});

@@ -461,9 +461,19 @@ test('createTokenEndpoint refuses duplicate schemes and invalid limits', async (
 test('parseAuthorization takes exactly one scheme and one token68 value', () => {
   assert.deepEqual(parseAuthorization('Svc-JWK a.b.c'), { scheme: 'Svc-JWK', value: 'a.b.c' });
   assert.deepEqual(parseAuthorization('scheme  abc=='), { scheme: 'scheme', value: 'abc==' });
+  // Only spaces and tabs are optional white space around a field value (RFC 9110 section 5.5).
+  assert.deepEqual(parseAuthorization(' \tSvc-JWK a.b.c\t '), {
+    scheme: 'Svc-JWK',
+    value: 'a.b.c',
+  });
   const refusals: [string | null, string][] = [
     [null, 'authorization_missing'],
     ['', 'authorization_missing'],
+    [' \t ', 'authorization_missing'],
+    ['\u00a0Svc-JWK a.b.c', 'authorization_malformed'],
+    ['Svc-JWK a.b.c\u00a0', 'authorization_malformed'],
+    ['Svc-JWK a.b.c\v', 'authorization_malformed'],
+    ['Svc-JWK a.b.c\f', 'authorization_malformed'],
     ['Scheme', 'authorization_malformed'],
     ['Scheme a b', 'authorization_malformed'],
     ['Scheme a, Scheme b', 'authorization_malformed'],
