@@ -203,12 +203,16 @@ function unknownMemberRefusal(error: Error): SvcInternalError | undefined {
 /** Reports a session's abort once, and tells which error was its reason. */
 interface SessionAbortWatch {
   aborted(reason: unknown): void;
+  /** Whether `error` ended the session (its abort, or its connection's end): not a handler's. */
   isAbortReason(error: unknown): boolean;
+  /** Teaches the watch the transport's own failures (the peer closed, the connection broke). */
+  endsWith(isTransportFailure: (error: unknown) => boolean): void;
 }
 
 function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
   let reported = false;
   let abortReason: unknown;
+  let isTransportFailure: (error: unknown) => boolean = () => false;
   return {
     aborted(reason) {
       if (reported) return;
@@ -220,7 +224,12 @@ function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
         // Reporting is a side channel.
       }
     },
-    isAbortReason: (error) => reported && error === abortReason,
+    // Cap'n Web aborts a session whose connection ended with that failure as the reason, and
+    // serialises it like any error: it is the session's end, never a handler failure.
+    isAbortReason: (error) => (reported && error === abortReason) || isTransportFailure(error),
+    endsWith(predicate) {
+      isTransportFailure = predicate;
+    },
   };
 }
 
@@ -430,6 +439,7 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
       receiver: 'service',
       onSessionAborted: aborts.aborted,
     });
+    aborts.endsWith((error) => transport.isOwnFailure(error));
     let stopAuthenticateDeadline = () => {};
     try {
       const main = options.createMain({

@@ -6,7 +6,7 @@
  */
 import { type Context, Hono } from 'hono';
 import { applyTimeoutPolicy } from '../core/deadline.ts';
-import { hasSvcErrorShape, svcErrorInfo } from '../core/errors.ts';
+import { SvcError, svcErrorInfo } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog, describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 import {
@@ -34,6 +34,29 @@ export interface SvcService {
 
 /** The path every service publishes its discovery document at. */
 export const SERVICE_DISCOVERY_PATH = '/.well-known/svc/service.json';
+
+/**
+ * What the log says of a session aborted for its peer's messages. Only this system's own errors
+ * (by class, not by shape: a peer can send an error carrying any `code` and `reason`) give their
+ * reason and message; anything else is Cap'n Web's or the peer's text, which may quote the
+ * peer's frame (a token included) or forge a reason, so it is logged by name only.
+ */
+function sessionAbortLogFields(reason: unknown): Pick<SvcLogEvent, 'reason' | 'error'> {
+  if (reason instanceof SvcError) {
+    return {
+      reason: svcErrorInfo(reason).reason ?? 'rpc_session_aborted',
+      error: describeErrorForLog(reason),
+    };
+  }
+  const { name } = describeErrorForLog(reason);
+  return {
+    reason: 'rpc_protocol_error',
+    error: {
+      name: /^[A-Za-z]{1,64}$/.test(name) ? name : 'Error',
+      message: 'withheld: it may quote what the peer sent',
+    },
+  };
+}
 
 /**
  * Creates a service from its abilities. Every definition is checked now: a service that would
@@ -146,10 +169,7 @@ export function createService(options: ServiceOptions): SvcService {
             level: 'warn',
             requestId,
             ability: ability.id,
-            reason: hasSvcErrorShape(reason)
-              ? svcErrorInfo(reason).reason ?? 'rpc_session_aborted'
-              : 'rpc_protocol_error',
-            error: describeErrorForLog(reason),
+            ...sessionAbortLogFields(reason),
           }),
         createMain: (meta) =>
           new AbilityGateway({

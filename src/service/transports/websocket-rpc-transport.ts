@@ -219,6 +219,14 @@ export class WebSocketRpcTransport implements RpcTransport {
     return refusal === undefined ? Promise.resolve(message) : Promise.reject(refusal);
   }
 
+  /**
+   * Whether `error` is this transport's own failure (the peer closed, the connection broke, a
+   * non-text message, a peer reading too slowly) rather than something the session raised.
+   */
+  isOwnFailure(error: unknown): boolean {
+    return this.#error !== undefined && error === this.#error;
+  }
+
   /** Closes the socket with the RPC failure as the close reason. */
   abort(reason: unknown): void {
     if (this.#error === undefined || reason !== this.#error) this.#onSessionAborted?.(reason);
