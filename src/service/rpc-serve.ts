@@ -78,8 +78,9 @@ export interface ServeRpcOptions {
   /** The request's id, carried in the body of every refusal so a caller can quote it. */
   requestId?: string;
   /**
-   * Told of each error that was about to leave a session without a taxonomy `code`, after it
-   * was replaced with {@link WITHHELD_ERROR_MESSAGE}; a throw is ignored.
+   * Told of the first error that was about to leave a session without a taxonomy `code`, after
+   * it was replaced with {@link WITHHELD_ERROR_MESSAGE} (every one is replaced; one is told, so a
+   * result carrying many errors cannot flood the log); a throw is ignored.
    */
   onErrorReplaced?(error: Error): void;
   /**
@@ -147,6 +148,9 @@ function unshapedErrorReplacer(
   options: ServeRpcOptions,
   aborts: SessionAbortWatch,
 ): (error: Error) => Error | undefined {
+  // One report per session: error values inside a result (a caller can send errors as data, and
+  // a handler may echo its input) would otherwise make one request log thousands of failures.
+  let reported = false;
   return (error) => {
     if (hasSvcErrorShape(error)) return undefined;
     const unknownMember = unknownMemberRefusal(error);
@@ -154,7 +158,8 @@ function unshapedErrorReplacer(
     // Cap'n Web serialises an abort's reason before it tells the transport of the abort, so
     // the report waits a microtask to tell a protocol failure from a handler's.
     queueMicrotask(() => {
-      if (aborts.isAbortReason(error)) return;
+      if (reported || aborts.isAbortReason(error)) return;
+      reported = true;
       try {
         options.onErrorReplaced?.(error);
       } catch {
