@@ -90,6 +90,24 @@ function bounded(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
+/** Longest request path kept in a log event. */
+export const MAX_LOGGED_PATH_LENGTH = 1024;
+
+/**
+ * The path of `url` as a log event carries it: still percent-encoded (a client's `%0A` stays
+ * three characters, never a line break in the log) and at most {@link MAX_LOGGED_PATH_LENGTH}
+ * characters, whatever length the runtime let through.
+ */
+export function loggedRequestPath(url: string): string {
+  let path: string;
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    path = '/';
+  }
+  return bounded(path, MAX_LOGGED_PATH_LENGTH);
+}
+
 function readString(read: () => unknown): string | undefined {
   try {
     const value = read();

@@ -88,7 +88,7 @@ function checkClaimedIdentity(value: unknown, targetServiceId: string): void {
   if (typeof record.id === 'string' && record.id !== targetServiceId) {
     throw new DiscoveryFailure(
       unknownTarget(targetServiceId),
-      `document id "${record.id.slice(0, 128)}" differs from the endpoint id`,
+      `document id ${JSON.stringify(record.id.slice(0, 128))} differs from the endpoint id`,
     );
   }
   const capabilities = record.capabilities as Record<string, unknown> | null | undefined;
@@ -97,7 +97,9 @@ function checkClaimedIdentity(value: unknown, targetServiceId: string): void {
     if (typeof serviceId === 'string' && serviceId !== targetServiceId) {
       throw new DiscoveryFailure(
         unknownTarget(targetServiceId),
-        `capabilities.serviceId "${serviceId.slice(0, 128)}" differs from the endpoint id`,
+        `capabilities.serviceId ${
+          JSON.stringify(serviceId.slice(0, 128))
+        } differs from the endpoint id`,
       );
     }
   }

@@ -8,7 +8,12 @@ import { type Context, Hono } from 'hono';
 import { applyTimeoutPolicy } from '../core/deadline.ts';
 import { SvcError, svcErrorInfo } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
-import { createEventLog, describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
+import {
+  createEventLog,
+  describeErrorForLog,
+  loggedRequestPath,
+  type SvcLogEvent,
+} from '../core/logging.ts';
 import {
   acceptRequestId,
   generateRequestId,
@@ -114,7 +119,7 @@ export function createService(options: ServiceOptions): SvcService {
         level: status >= 500 ? 'error' : 'info',
         requestId,
         method: c.req.method,
-        path: c.req.path,
+        path: loggedRequestPath(c.req.url),
         status,
         durationMs: Date.now() - startedAt,
       });

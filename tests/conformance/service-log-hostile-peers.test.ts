@@ -90,3 +90,18 @@ test("Events: a peer's own abort cannot choose the logged reason or write text i
   assert.deepEqual(eventsMentioning(fx, 'svc.ability.handler_failed\\"'), []);
   assert.deepEqual(errorLevelEvents(fx), []);
 });
+
+test('Events: a request path is logged percent-encoded and bounded, never as control characters', async () => {
+  const fx = await createFixture();
+  const injected = '/%0D%0A%1B%5B31mFAKE%20LOG%20LINE%0A' + 'a'.repeat(5000);
+  const response = await fx.services['svc-a'].fetch(
+    new Request(`https://svc-a.fixture.test${injected}`),
+  );
+  await response.body?.cancel();
+  const [completed] = fx.events.filter((event) => event.event === 'svc.request.completed');
+  const path = String(completed.path);
+  assert.equal(/[\r\n\u001b]/.test(path), false, JSON.stringify(path.slice(0, 80)));
+  assert.ok(path.startsWith('/%0D%0A%1B%5B31mFAKE%20LOG%20LINE%0A'), path.slice(0, 80));
+  assert.equal(path.length, 1025, 'cut at 1024 characters, with a mark');
+  assert.ok(path.endsWith('…'));
+});
