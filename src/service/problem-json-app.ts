@@ -50,9 +50,15 @@ export interface RequestIdAndProblemJsonOptions {
   requestIdOf(c: Context): string;
   /** Called first on every request, before its id is chosen. */
   begin?(c: Context): void;
-  /** Called once the response (a problem for any throw) is final. */
-  end?(c: Context, requestId: string, startedAt: number): void;
+  /**
+   * Called once the response (a problem for any throw) is final, with what was thrown when the
+   * response answers a throw (the problem says only what the caller may learn; the log needs
+   * the cause).
+   */
+  end?(c: Context, requestId: string, startedAt: number, thrown?: unknown): void;
 }
+
+const THROWN_VARIABLE = 'svcThrown';
 
 /**
  * Echoes the request id on the response. A runtime's own WebSocket `101` (Deno's, a Workers
@@ -86,15 +92,19 @@ export function installRequestIdAndProblemJson(
     try {
       await next();
     } catch (error) {
+      c.set(THROWN_VARIABLE as never, error as never);
       c.res = answerToThrow(error, requestId);
     }
     setResponseRequestId(c.res, requestId);
-    options.end?.(c, requestId, startedAt);
+    options.end?.(c, requestId, startedAt, c.get(THROWN_VARIABLE as never));
   });
 
   // Hono answers a throw in middleware or a route itself (plain text, the error logged to the
   // console whatever the app's logger says) unless told otherwise: leave as problem+json instead.
-  app.onError((error, c) => answerToThrow(error, contextRequestId(c) ?? generateRequestId()));
+  app.onError((error, c) => {
+    c.set(THROWN_VARIABLE as never, error as never);
+    return answerToThrow(error, contextRequestId(c) ?? generateRequestId());
+  });
 
   app.notFound((c) =>
     problemResponse({

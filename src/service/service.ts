@@ -112,7 +112,7 @@ export function createService(options: ServiceOptions): SvcService {
           ? generateRequestId()
           : acceptRequestId(generateId()) ?? generateRequestId());
     },
-    end(c, requestId, startedAt) {
+    end(c, requestId, startedAt, thrown) {
       const status = c.res.status;
       emit(c, {
         event: status >= 500 ? 'svc.request.failed' : 'svc.request.completed',
@@ -122,6 +122,8 @@ export function createService(options: ServiceOptions): SvcService {
         path: loggedRequestPath(c.req.url),
         status,
         durationMs: Date.now() - startedAt,
+        // The caller got an opaque problem; the operator gets the cause.
+        ...(status >= 500 && thrown !== undefined ? { error: describeErrorForLog(thrown) } : {}),
       });
       endLogEventCollection(c);
     },

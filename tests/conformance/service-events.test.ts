@@ -85,6 +85,8 @@ test('Events: svc.request.failed when a request fails', async () => {
   assert.equal(failed[0].level, 'error');
   assert.equal(failed[0].requestId, 'req-failed');
   assert.equal(failed[0].status, 500);
+  // The caller's problem is opaque; the log carries the cause for the operator.
+  assert.deepEqual(failed[0].error, { name: 'Error', message: 'policy layer broke' });
   assert.equal(named(fx, 'svc.request.completed').length, 0);
 });
 
