@@ -100,7 +100,7 @@ test('Events: a request path is logged percent-encoded and bounded, never as con
   await response.body?.cancel();
   const [completed] = fx.events.filter((event) => event.event === 'svc.request.completed');
   const path = String(completed.path);
-  assert.equal(/[\r\n\u001b]/.test(path), false, JSON.stringify(path.slice(0, 80)));
+  assert.equal(/[\r\n]/.test(path) || path.includes('\u001b'), false, path.slice(0, 80));
   assert.ok(path.startsWith('/%0D%0A%1B%5B31mFAKE%20LOG%20LINE%0A'), path.slice(0, 80));
   assert.equal(path.length, 1025, 'cut at 1024 characters, with a mark');
   assert.ok(path.endsWith('…'));
