@@ -26,7 +26,7 @@ export {
   type ServiceEndpoint,
   type ServiceGrant,
 } from './endpoints.ts';
-export type { ServicesOption } from './catalog.ts';
+export { DEFAULT_DISCOVERY_CACHE_TTL_SECONDS, type ServicesOption } from './catalog.ts';
 export {
   type DiscoveryCacheOption,
   memoryRegistryCache,
@@ -41,6 +41,7 @@ export { hmacServiceClientAuth } from './caller-auth-hmac.ts';
 export { jwkServiceClientAuth } from './caller-auth-jwk.ts';
 export {
   generateSigningKeyEntry,
+  SIGNING_KEYS_TIMEOUT_MS,
   type SigningKeyEntry,
   type SigningKeysOption,
 } from './signing-keys.ts';

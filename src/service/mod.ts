@@ -51,6 +51,7 @@ export {
   disposeAbilitySession,
   MAX_CALLS_PER_BATCH,
   type ProofSigner,
+  type TokenRequest,
   type TokenRequester,
 } from './ability-session.ts';
 export {
