@@ -153,7 +153,8 @@ export interface JwkTokenRequestOptions {
   authorization?: string;
 }
 
-async function importSigningKey(key: FixtureKey): Promise<CryptoKey> {
+/** The private half of a fixture key, imported once for ES256 signing. */
+export async function importSigningKey(key: FixtureKey): Promise<CryptoKey> {
   const { kty, crv, x, y, d } = key.privateJwk;
   return await crypto.subtle.importKey(
     'jwk',

@@ -19,6 +19,23 @@ import {
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth'];
 
+/**
+ * A plane whose `signingKeys(env)` answers `entries` fails closed: its JWKS route and token
+ * endpoint answer 500 problems, with no key and no token.
+ */
+async function assertFailsClosedWith(entries: () => unknown[]): Promise<void> {
+  const fx = await createPlaneDeployment();
+  const plane = await fx.activate(fx.replica(['k1'], { signingKeys: entries as never }));
+  const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
+  assert.equal(jwks.status, 500);
+  assert.equal(jwks.body.code, 'internal');
+  assert.equal(jwks.body.keys, undefined);
+  const token = await fx.send(await hmacTokenRequest(tokenBody()));
+  assert.equal(token.status, 500);
+  assert.equal(token.body.token, undefined);
+  assert.equal(token.headers.get('Cache-Control'), 'no-store');
+}
+
 test('Signing key entry: the first entry signs every new token, whatever mints it', async () => {
   const fx = await createPlaneDeployment({ signingOrder: ['k2', 'k1', 'k3'] });
   const kidOf = (token: string) => decodeJws(token).header.kid;
@@ -110,16 +127,7 @@ test('Signing key entry: key ids must be explicit', async () => {
     );
   }
   // A function of the environment is checked when it is resolved: the plane fails closed.
-  const fx = await createPlaneDeployment();
-  const plane = await fx.activate(fx.replica(['k1'], {
-    signingKeys: () => [{ secret: keys.k1.privateJwk } as never],
-  }));
-  const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
-  assert.equal(jwks.status, 500);
-  assert.equal(jwks.body.keys, undefined);
-  const token = await fx.send(await hmacTokenRequest(tokenBody()));
-  assert.equal(token.status, 500);
-  assert.equal(token.body.token, undefined);
+  await assertFailsClosedWith(() => [{ secret: keys.k1.privateJwk }]);
 });
 
 test('Signing key entry: key ids must be distinct', async () => {
@@ -134,26 +142,11 @@ test('Signing key entry: key ids must be distinct', async () => {
       error instanceof SvcConfigurationError &&
       /Duplicate capability signing key id: k1/.test(error.message),
   );
-  const fx = await createPlaneDeployment();
-  const plane = await fx.activate(fx.replica(['k1'], { signingKeys: () => duplicate }));
-  const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
-  assert.equal(jwks.status, 500);
-  assert.equal(jwks.body.code, 'internal');
-  const token = await fx.send(await hmacTokenRequest(tokenBody()));
-  assert.equal(token.status, 500);
-  assert.equal(token.body.token, undefined);
+  await assertFailsClosedWith(() => duplicate);
 });
 
 test('Signing key entry: a function answering an empty list fails closed', async () => {
-  const fx = await createPlaneDeployment();
-  const plane = await fx.activate(fx.replica(['k1'], { signingKeys: () => [] }));
-  const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
-  assert.equal(jwks.status, 500);
-  assert.equal(jwks.body.keys, undefined);
-  const token = await fx.send(await hmacTokenRequest(tokenBody()));
-  assert.equal(token.status, 500);
-  assert.equal(token.body.token, undefined);
-  assert.equal(token.headers.get('Cache-Control'), 'no-store');
+  await assertFailsClosedWith(() => []);
 });
 
 test('Signing key entry: a secret whose own kid disagrees with the entry kid fails closed', async () => {

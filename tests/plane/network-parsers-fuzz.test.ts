@@ -17,9 +17,9 @@ import {
   decodeJws,
   discoveryDocumentOf,
   fakeService,
-  type FixtureKey,
   harnessThumbprint,
   HMAC_SECRETS,
+  importSigningKey,
   ISS,
   jwkAssertion,
   PLANE_URL,
@@ -185,17 +185,6 @@ function deployment(): Promise<PlaneDeployment> {
     extraServices: [fakeService(FAKE_ID, () => discoveryAnswer()).endpoint],
   });
   return deploymentOfThisFile;
-}
-
-async function importPrivateKey(key: FixtureKey): Promise<CryptoKey> {
-  const { kty, crv, x, y, d } = key.privateJwk;
-  return await crypto.subtle.importKey(
-    'jwk',
-    { kty, crv, x, y, d },
-    { name: 'ECDSA', namedCurve: 'P-256' },
-    false,
-    ['sign'],
-  );
 }
 
 /** Decoded claims of an issued token, with the checks every issued token must pass. */
@@ -543,7 +532,7 @@ function parsedPart(part: string | Uint8Array): unknown {
 test('token endpoint: JWK assertions with each wrong JSON type or seeded header and claim mutations, signed by the client key, get a 401 or bind the request', async () => {
   const plane = await deployment();
   const keys = await planeKeys();
-  const key = await importPrivateKey(keys.K1);
+  const key = await importSigningKey(keys.K1);
   const body = jwkBody();
   const requestId = 'fuzz-jwk-signed';
   const nowSeconds = Math.floor(Date.now() / 1000);
