@@ -340,11 +340,14 @@ class AbilitySessionCore {
     const budget = this.#options.timeoutMs;
     const session = this.#session;
     if (budget === undefined && session !== undefined && Date.now() < session.renewAt) {
-      // The common case, kept free of per-call wrappers: an authenticated session transport
-      // whose token is not due for renewal, and no budget. The call goes straight out; a
-      // disposal closes the session, which rejects the call, and the rejection is reported as
-      // the disposal.
-      return session.ability[method](input).then(undefined, this.#asDisposalError);
+      // The common case, kept free of timers: an authenticated session transport whose token is
+      // not due for renewal, and no budget. The call goes straight out; a disposal closes the
+      // session, which rejects the call, and the rejection is reported as the disposal. A 401
+      // still marks the token refused, so the next call presents a fresh one.
+      return session.ability[method](input).then(undefined, (error: unknown) => {
+        this.#noteRefusedToken(session, error);
+        return this.#asDisposalError(error);
+      });
     }
     if (budget === 0) return Promise.reject(this.#timeoutError(method, budget));
     const startedAt = Date.now();
@@ -415,18 +418,19 @@ class AbilitySessionCore {
   }
 
   /**
-   * An HTTP-batch call refused with 401 was refused at authentication (method checks refuse
-   * with 403): the token is no longer accepted, so the session stops presenting it and asks for
-   * another, naming the refused one so a caching requester does not hand it back. Session
-   * transports learn the same from their authentication (see `#watchAuthentication`).
+   * A call refused with 401 was refused for its token (method checks refuse with 403): over
+   * HTTP-batch at authentication, on a session transport by the service's check on every call
+   * (the token expired, or its key left the JWKS). The session stops presenting it and asks for
+   * another, naming the refused one so a caching requester does not hand it back; a long-lived
+   * session authenticates again with the new one on the same connection.
    */
   #noteRefusedToken(session: AuthenticatedSession, error: unknown): void {
-    if (this.#options.transport.kind !== 'http-batch') return;
     const info = svcErrorInfo(error);
     if (info.code !== 'capability_auth' || info.status !== 401) return;
     if (this.#credentials?.token !== session.token) return;
     this.#credentials = undefined;
     this.#refusedToken = session.token;
+    session.renewAt = Number.NEGATIVE_INFINITY;
   }
 
   #remainingMs(startedAt: number): number | undefined {

@@ -288,7 +288,7 @@ function claimedLifetimeMs(token: string): number | undefined {
 /**
  * A token and its lifetime from a token response (`{ token, expiresIn?, expiresAt? }`) or a bare
  * token string. Lifetimes are relative, so the caller's clock never needs to agree with the
- * plane's; a response without one falls back to the token's own `exp - iat`.
+ * plane's: the response's `expiresIn`, never more than the token's own `exp - iat`.
  */
 function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapabilityToken {
   const record = (typeof value === 'string' ? { token: value } : value) as
@@ -298,12 +298,15 @@ function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapability
   const token = record?.token;
   if (typeof token !== 'string' || token.length === 0) throw invalidResponse(requestId);
   const expiresIn = record!.expiresIn;
-  let lifetimeMs: number | undefined;
-  if (typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn >= 0) {
-    lifetimeMs = expiresIn * 1000;
-  } else {
-    lifetimeMs = claimedLifetimeMs(token);
-  }
+  const claimed = claimedLifetimeMs(token);
+  const stated = typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn >= 0
+    ? expiresIn * 1000
+    : undefined;
+  // A response may not stretch a token past its own lifetime: a cached token outliving its
+  // `exp` would be presented, and refused, until the cache let it go.
+  const lifetimeMs = stated !== undefined && claimed !== undefined
+    ? Math.min(stated, claimed)
+    : stated ?? claimed;
   return { token, lifetimeMs: lifetimeMs ?? 0 };
 }
 

@@ -664,3 +664,20 @@ test('requesters refuse bad options at construction', async () => {
   ];
   for (const attempt of attempts) assert.throws(attempt, SvcConfigurationError);
 });
+
+test('a response cannot stretch a token past its own lifetime: expiresIn is capped at exp - iat', async () => {
+  const calls: unknown[] = [];
+  // A token living 10 s, answered as if it lived an hour: with a 30 s renewal margin, a 10 s
+  // lifetime is never served from the cache, where an hour would be.
+  const token = await tokenLiving(10);
+  const binding = {
+    requestCapabilityToken(request: unknown) {
+      calls.push(request);
+      return Promise.resolve({ token, expiresIn: 3600 });
+    },
+  };
+  const requester = controlPlaneRpcTokenRequester({ binding, callerServiceId: 'svc-caller' });
+  await requester(REQUEST);
+  await requester(REQUEST);
+  assert.equal(calls.length, 2, 'the token was not kept for the hour the response claimed');
+});
