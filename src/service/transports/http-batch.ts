@@ -11,7 +11,7 @@
  */
 import { RpcSession, type RpcTransport } from 'capnweb';
 import { readBoundedText } from '../../core/bounded-body.ts';
-import { SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
+import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
 import {
   applyMetadataHeaders,
   type OpenedRpcSession,
@@ -105,6 +105,23 @@ async function refusedBatchError(response: Response): Promise<Error> {
 }
 
 /**
+ * A batch that never got its answer (the service unreachable, the connection dropped mid-answer):
+ * a transient failure a caller may retry, as a plane that cannot be reached is. The original is
+ * kept as `cause`.
+ */
+function connectionFailure(cause: unknown): SvcInternalError {
+  const error = new SvcInternalError(
+    'The RPC batch got no answer: the service could not be reached',
+    {
+      reason: 'rpc_connection_failed',
+      status: 503,
+    },
+  );
+  Object.defineProperty(error, 'cause', { value: cause, enumerable: false, configurable: true });
+  return error;
+}
+
+/**
  * Client end of one batch: collects what the session sends until the next macrotask, posts it,
  * then feeds the response lines back. Messages sent after the batch went out are dropped: they
  * are releases and pulls for a server session that ended with its response.
@@ -182,9 +199,15 @@ function openBatch(
   const controller = new AbortController();
   let answered = false;
   const transport = new BatchClientTransport(async (lines) => {
-    const response = await send(lines.join('\n'), controller.signal);
-    if (!response.ok) throw await refusedBatchError(response);
-    const body = await readBoundedText(response, MAX_BATCH_RESPONSE_BYTES);
+    let response: Response;
+    let body: string | undefined;
+    try {
+      response = await send(lines.join('\n'), controller.signal);
+      if (!response.ok) throw await refusedBatchError(response);
+      body = await readBoundedText(response, MAX_BATCH_RESPONSE_BYTES);
+    } catch (cause) {
+      throw hasSvcErrorShape(cause) ? cause : connectionFailure(cause);
+    }
     if (body === undefined) {
       throw new SvcInternalError(
         `RPC batch response is larger than ${MAX_BATCH_RESPONSE_BYTES} bytes`,

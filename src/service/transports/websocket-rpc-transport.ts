@@ -82,6 +82,14 @@ function closeReason(reason: unknown): string {
   return new TextDecoder().decode(bytes.subarray(0, MAX_CLOSE_REASON_BYTES), { stream: true });
 }
 
+/**
+ * The failure of calls on a connection that ended or never opened: transient, as a service that
+ * cannot be reached is, so a caller may retry on a fresh connection.
+ */
+function connectionLost(message: string): SvcInternalError {
+  return new SvcInternalError(message, { reason: 'rpc_connection_lost', status: 503 });
+}
+
 /** Options of {@link WebSocketRpcTransport}. */
 export interface WebSocketRpcTransportOptions {
   /**
@@ -139,9 +147,14 @@ export class WebSocketRpcTransport implements RpcTransport {
     }
     socket.addEventListener('message', (event: { data: unknown }) => this.#onMessage(event.data));
     socket.addEventListener('close', (event: { code?: number; reason?: string }) => {
-      this.#fail(new Error(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`));
+      this.#fail(
+        connectionLost(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`),
+      );
     });
-    socket.addEventListener('error', () => this.#fail(new Error('WebSocket connection failed.')));
+    socket.addEventListener(
+      'error',
+      () => this.#fail(connectionLost('WebSocket connection failed.')),
+    );
   }
 
   /**
@@ -284,7 +297,7 @@ export class WebSocketRpcTransport implements RpcTransport {
     this.#openTimer = setTimeout(() => {
       this.#openTimer = undefined;
       if (this.#sendQueue === undefined) return;
-      this.#fail(new Error(`WebSocket did not open within ${timeoutMs} ms.`));
+      this.#fail(connectionLost(`WebSocket did not open within ${timeoutMs} ms.`));
       try {
         this.#socket.close();
       } catch {
