@@ -19,9 +19,12 @@
  * what is left of the budget, so an HTTP-batch call shares a batch only with calls whose budget
  * ends within {@link BATCH_DEADLINE_TOLERANCE_MS} of its own. The local wait for the peer ends
  * `SVC_TIMEOUT_GRACE_MS` after the budget so the peer's own verdict normally arrives first. A
- * timed-out call rejects with `SvcTimeoutError`; the session stays usable. Without a budget
- * nothing in the session bounds a call: it waits as long as the token requester and the peer
- * take.
+ * timed-out call rejects with `SvcTimeoutError`; the session stays usable. Over WebSocket the
+ * budget the socket carried when it opened bounds every call on it (contract, Limits r3): once
+ * `timeoutMs` has passed since the first call opened it, later calls fail with a timeout, so a
+ * WebSocket session with `timeoutMs` is bounded in time; open a new one for later work, or leave
+ * `timeoutMs` out of a long-lived one. Without a budget nothing in the session bounds a call: it
+ * waits as long as the token requester and the peer take.
  *
  * @module
  */
@@ -87,9 +90,11 @@ export interface AbilitySessionOptions {
   requestToken: TokenRequester;
   transport: RpcTransportFactory;
   /**
-   * Budget of each call in milliseconds, token issuance included; `0` fails every call. Without
-   * it nothing in the session bounds a call: a call waits as long as the token requester (the
-   * shipped requesters set no timeout of their own) and the peer take.
+   * Budget of each call in milliseconds, token issuance included; `0` fails every call. Over
+   * WebSocket the socket carries the budget left when it opens, and it bounds every call on it:
+   * such a session is bounded in time. Without it nothing in the session bounds a call: a call
+   * waits as long as the token requester (the shipped requesters set no timeout of their own)
+   * and the peer take.
    */
   timeoutMs?: number;
   idempotencyKey?: string;
