@@ -276,13 +276,50 @@ function parseJson(text: string | undefined): unknown {
 }
 
 /** `exp - iat` of a token, read without verifying it, as a fallback lifetime. */
-function claimedLifetimeMs(token: string): number | undefined {
-  const bytes = decodeBase64Url(token.split('.')[1] ?? '');
+/** The claims a token carries, read without verifying it (the service verifies). */
+function unverifiedClaims(token: string): Record<string, unknown> | undefined {
+  const segments = token.split('.');
+  if (segments.length !== 3) return undefined;
+  const bytes = decodeBase64Url(segments[1]);
   if (bytes === undefined) return undefined;
-  const claims = parseJson(new TextDecoder().decode(bytes)) as { exp?: unknown; iat?: unknown };
+  const claims = parseJson(new TextDecoder().decode(bytes));
+  return claims !== null && typeof claims === 'object' && !Array.isArray(claims)
+    ? claims as Record<string, unknown>
+    : undefined;
+}
+
+function claimedLifetimeMs(token: string): number | undefined {
+  const claims = unverifiedClaims(token);
   return typeof claims?.exp === 'number' && typeof claims.iat === 'number'
     ? (claims.exp - claims.iat) * 1000
     : undefined;
+}
+
+/**
+ * The token a plane answered, refused when it is not what was asked for: not a compact JWS,
+ * another audience or caller, or fewer scopes. Presented, such a token would reach a service it
+ * was not meant for (which could replay it where it is valid) or be refused on every call while
+ * it sat in the cache; so it is neither cached nor sent.
+ */
+function answeringRequest(
+  fetched: FetchedCapabilityToken,
+  request: PreparedRequest,
+): FetchedCapabilityToken {
+  const claims = unverifiedClaims(fetched.token);
+  const scopes = Array.isArray(claims?.scp) ? claims.scp : [];
+  const problem = claims === undefined
+    ? 'is not a compact JWS with a JSON claim set'
+    : claims.aud !== request.targetServiceId
+    ? `is for audience ${JSON.stringify(claims.aud)}, not ${request.targetServiceId}`
+    : claims.sub !== request.callerServiceId
+    ? `names another caller than ${request.callerServiceId}`
+    : request.scopes.some((scope) => !scopes.includes(scope))
+    ? 'lacks requested scopes'
+    : undefined;
+  if (problem !== undefined) {
+    throw invalidResponse(undefined, `The capability token the control plane answered ${problem}`);
+  }
+  return fetched;
 }
 
 /**
@@ -362,7 +399,11 @@ function cachingRequester(
     const key = capabilityTokenCacheKey(prepared);
     // A token the service refused is never handed back from the cache.
     if (typeof request.refusedToken === 'string') cache.forget(key, request.refusedToken);
-    return await cache.get(key, (signal) => fetchOne(prepared, signal), request.signal);
+    return await cache.get(
+      key,
+      async (signal) => answeringRequest(await fetchOne(prepared, signal), prepared),
+      request.signal,
+    );
   };
 }
 

@@ -470,7 +470,10 @@ test('a session with a shipped requester recovers from a plane that never answer
     controlPlaneUrl: 'https://plane.test',
     fetch: (request) => {
       const attempt = ++fetches;
-      if (attempt > 1) return Promise.resolve(Response.json({ token: FAKE_TOKEN, expiresIn: 300 }));
+      if (attempt > 1) {
+        const token = renewableFakeJwt({ sub: 'caller', aud: 'fake', scp: ['echo'] });
+        return Promise.resolve(Response.json({ token, expiresIn: 300 }));
+      }
       return new Promise((_, reject) => {
         request.signal.addEventListener('abort', () => {
           abortedFetches.push(attempt);

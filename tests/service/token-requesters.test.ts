@@ -19,6 +19,7 @@ import {
   tokenEndpointFailure,
 } from '../../src/service/token-requesters.ts';
 import { signCompactEs256 } from '../../src/service/token-request-signing.ts';
+import { unsignedRequesterToken } from '../support/forge.ts';
 import {
   type EndpointFixture,
   endpointFixture,
@@ -180,7 +181,10 @@ function countingRpcRequester() {
   const requester = controlPlaneRpcTokenRequester({
     binding: {
       requestCapabilityToken: () =>
-        Promise.resolve({ token: `t${++plane.issued}`, expiresIn: 120 }),
+        Promise.resolve({
+          token: unsignedRequesterToken({ jti: `t${++plane.issued}` }),
+          expiresIn: 120,
+        }),
     },
     callerServiceId: 'svc-caller',
   });
@@ -190,11 +194,11 @@ function countingRpcRequester() {
 test('a wall clock stepped back does not keep an expired token: lifetimes are monotonic', async () => {
   await withMovableClocks(async (moved) => {
     const { plane, requester } = countingRpcRequester();
-    assert.equal(await requester(REQUEST), 't1');
+    assert.equal(await requester(REQUEST), unsignedRequesterToken({ jti: 't1' }));
     // Five minutes really pass (the 120 s token is long expired) while the wall clock steps back.
     moved.monotonicMs = 300_000;
     moved.wallMs = -3_600_000;
-    assert.equal(await requester(REQUEST), 't2');
+    assert.equal(await requester(REQUEST), unsignedRequesterToken({ jti: 't2' }));
     assert.equal(plane.issued, 2);
   });
 });
@@ -202,9 +206,9 @@ test('a wall clock stepped back does not keep an expired token: lifetimes are mo
 test('a wall clock stepped forward does not throw away a fresh token', async () => {
   await withMovableClocks(async (moved) => {
     const { plane, requester } = countingRpcRequester();
-    assert.equal(await requester(REQUEST), 't1');
+    assert.equal(await requester(REQUEST), unsignedRequesterToken({ jti: 't1' }));
     moved.wallMs = 3_600_000;
-    assert.equal(await requester(REQUEST), 't1');
+    assert.equal(await requester(REQUEST), unsignedRequesterToken({ jti: 't1' }));
     assert.equal(plane.issued, 1);
   });
 });
@@ -519,7 +523,7 @@ async function tokenLiving(seconds: number): Promise<string> {
       iss: ISSUER,
       sub: 'svc-caller',
       aud: 'svc-a',
-      scp: [],
+      scp: ['svc-a.read'],
       jti: 'j',
       iat,
       nbf: iat,
@@ -680,4 +684,41 @@ test('a response cannot stretch a token past its own lifetime: expiresIn is capp
   await requester(REQUEST);
   await requester(REQUEST);
   assert.equal(calls.length, 2, 'the token was not kept for the hour the response claimed');
+});
+
+test('a token that does not answer the request is refused, never cached, never presented', async () => {
+  const wrong: [string, string][] = [
+    ['another audience', unsignedRequesterToken({ aud: 'svc-c' })],
+    ['another caller', unsignedRequesterToken({ sub: 'svc-other' })],
+    ['fewer scopes', unsignedRequesterToken({ scp: ['svc-a.write'] })],
+    ['no scopes', unsignedRequesterToken({ scp: 'svc-a.read' })],
+    ['not a JWS', 'an-opaque-token'],
+  ];
+  for (const [label, token] of wrong) {
+    let fetches = 0;
+    const requester = controlPlaneRpcTokenRequester({
+      binding: {
+        requestCapabilityToken: () => (fetches++, Promise.resolve({ token, expiresIn: 300 })),
+      },
+      callerServiceId: 'svc-caller',
+    });
+    for (let i = 0; i < 2; i++) {
+      await assert.rejects(requester(REQUEST), (error: unknown) => {
+        assert.deepEqual(
+          { ...svcErrorInfo(error) },
+          { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
+          label,
+        );
+        return true;
+      });
+    }
+    assert.equal(fetches, 2, `${label}: nothing cached`);
+  }
+  // More scopes than asked for is the plane's grant to make; the token answers the request.
+  const wider = unsignedRequesterToken({ scp: ['svc-a.read', 'svc-a.write'] });
+  const requester = controlPlaneRpcTokenRequester({
+    binding: { requestCapabilityToken: () => Promise.resolve({ token: wider, expiresIn: 300 }) },
+    callerServiceId: 'svc-caller',
+  });
+  assert.equal(await requester(REQUEST), wider);
 });

@@ -262,3 +262,22 @@ export async function spkiPem(publicKey: CryptoKey): Promise<string> {
   const lines = btoa(binary).match(/.{1,64}/g) ?? [];
   return ['-----BEGIN PUBLIC KEY-----', ...lines, '-----END PUBLIC KEY-----', ''].join('\n');
 }
+
+let unsignedTokens = 0;
+
+/**
+ * A compact-JWS-shaped token for `svc-caller` at `svc-a` with scope `svc-a.read` (each claim
+ * overridable), signed by nobody: for the token requesters, which read a token's audience,
+ * caller, scopes and lifetime but never verify it.
+ */
+export function unsignedRequesterToken(claims: Record<string, unknown> = {}): string {
+  const header = b64url(JSON.stringify({ alg: 'ES256', typ: 'svc-capability+jwt' }));
+  const payload = {
+    jti: `u${++unsignedTokens}`,
+    aud: 'svc-a',
+    sub: 'svc-caller',
+    scp: ['svc-a.read'],
+    ...claims,
+  };
+  return `${header}.${b64url(JSON.stringify(payload))}.c2ln`;
+}
