@@ -15,6 +15,7 @@
  */
 import { decodeBase64Url } from '../core/base64url.ts';
 import { readBoundedBytes } from '../core/bounded-body.ts';
+import { MAX_CAPABILITY_TOKEN_BYTES } from '../core/capability-token.ts';
 import {
   CapabilityAuthError,
   hasSvcErrorShape,
@@ -230,9 +231,15 @@ function tokenRequestError(
  * classified `internal` with the HTTP status.
  */
 export function tokenEndpointFailure(httpStatus: number, body: unknown, requestId?: string): Error {
-  const info = hasSvcErrorShape(body)
-    ? svcErrorInfo(body)
-    : svcErrorInfo({ code: 'internal', status: httpStatus });
+  const byStatus = svcErrorInfo({ code: 'internal', status: httpStatus });
+  const fromBody = hasSvcErrorShape(body) ? svcErrorInfo(body) : undefined;
+  // The body's taxonomy is believed only where it agrees with the HTTP status; otherwise the
+  // status decides, and the body can only take retryability away (a 403 answered with a 503
+  // body must not read as a transient outage, nor a 503 with a 403 body as a final refusal).
+  const info = fromBody !== undefined && fromBody.status === httpStatus ? fromBody : {
+    ...byStatus,
+    retryable: byStatus.retryable && fromBody?.retryable !== false,
+  };
   const detail = (body as { detail?: unknown } | null)?.detail;
   const message = typeof detail === 'string' && detail.length > 0
     ? detail.slice(0, MAX_ERROR_DETAIL_LENGTH)
@@ -333,7 +340,12 @@ function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapability
     | null
     | undefined;
   const token = record?.token;
-  if (typeof token !== 'string' || token.length === 0) throw invalidResponse(requestId);
+  // A token longer than any service accepts would only be carried around and refused.
+  if (
+    typeof token !== 'string' || token.length === 0 || token.length > MAX_CAPABILITY_TOKEN_BYTES
+  ) {
+    throw invalidResponse(requestId);
+  }
   const expiresIn = record!.expiresIn;
   const claimed = claimedLifetimeMs(token);
   const stated = typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn >= 0
@@ -489,7 +501,15 @@ export function controlPlaneJwkTokenRequester(
 }
 
 function receivedErrorAsTokenFailure(error: unknown): unknown {
-  if (!hasSvcErrorShape(error)) return error;
+  if (!hasSvcErrorShape(error)) {
+    // Anything else (a binding that lost its connection, a thrown string) is the plane being
+    // unreachable, as for the HTTP requesters: typed, transient, the original kept as `cause`.
+    return tokenRequestError(
+      'The control plane could not be reached for a capability token',
+      { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
+      { cause: error },
+    );
+  }
   const message = typeof (error as { message?: unknown }).message === 'string'
     ? (error as { message: string }).message.slice(0, MAX_ERROR_DETAIL_LENGTH)
     : 'Capability token request failed';
@@ -537,6 +557,11 @@ export function controlPlaneRpcTokenRequester(
     } catch (error) {
       throw receivedErrorAsTokenFailure(error);
     }
-    return fetchedTokenFrom(answer);
+    try {
+      return fetchedTokenFrom(answer);
+    } catch (error) {
+      // A getter on the answer that throws is an invalid answer, not the caller's failure.
+      throw hasSvcErrorShape(error) ? error : invalidResponse();
+    }
   });
 }

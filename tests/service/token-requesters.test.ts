@@ -425,6 +425,23 @@ test('a peer cannot make a refusal retryable; a body without taxonomy keeps its 
     { code: gateway.code, status: gateway.status, retryable: gateway.retryable },
     { code: 'internal', status: 502, retryable: true },
   );
+  // A body whose status disagrees with the HTTP status is not believed: the status decides, and
+  // the body can only take retryability away.
+  const cases: [number, Record<string, unknown>, number, boolean][] = [
+    [403, { code: 'internal', status: 503, retryable: true }, 403, false],
+    [401, { code: 'timeout', status: 504, retryable: true }, 401, false],
+    [503, { code: 'capability_auth', status: 403, retryable: false }, 503, false],
+    [503, { code: 'internal', status: 500 }, 503, false],
+    [503, { code: 'internal', status: 503 }, 503, true],
+  ];
+  for (const [httpStatus, body, status, retryable] of cases) {
+    const info = svcErrorInfo(tokenEndpointFailure(httpStatus, body));
+    assert.deepEqual(
+      { status: info.status, retryable: info.retryable },
+      { status, retryable },
+      `${httpStatus} with ${JSON.stringify(body)}`,
+    );
+  }
 });
 
 test('transport failures and invalid answers are internal errors, never tokens', async () => {
@@ -565,7 +582,7 @@ test('the RPC requester pins its caller, caches, and accepts a string or a token
   assert.equal(calls.length, 2);
 });
 
-test('the RPC requester rebuilds received taxonomy errors and passes others through', async () => {
+test('the RPC requester rebuilds received taxonomy errors and reads anything else as an unreachable plane', async () => {
   const received = Object.assign(new Error('Unknown scope'), {
     code: 'capability_auth',
     status: 403,
@@ -581,12 +598,39 @@ test('the RPC requester rebuilds received taxonomy errors and passes others thro
     return info.code === 'capability_auth' && info.status === 403 && info.retryable === false &&
       info.reason === 'unknown_scope' && (error as Error).message === 'Unknown scope';
   });
-  const other = new TypeError('binding gone');
-  const broken = controlPlaneRpcTokenRequester({
-    binding: { requestCapabilityToken: () => Promise.reject(other) },
-    callerServiceId: 'svc-caller',
-  });
-  await assert.rejects(broken(REQUEST), (error: unknown) => error === other);
+  // Anything else is the plane being unreachable: typed and transient, the original as cause.
+  for (const other of [new TypeError('Network connection lost.'), undefined, 'boom', 42]) {
+    const broken = controlPlaneRpcTokenRequester({
+      binding: { requestCapabilityToken: () => Promise.reject(other) },
+      callerServiceId: 'svc-caller',
+    });
+    await assert.rejects(broken(REQUEST), (error: unknown) => {
+      assert.deepEqual({ ...svcErrorInfo(error) }, {
+        code: 'internal',
+        status: 503,
+        retryable: true,
+        reason: 'control_plane_unreachable',
+      });
+      assert.equal((error as Error).cause, other);
+      return true;
+    });
+  }
+  // An answer that throws when read, or carries a token no service would accept, is invalid.
+  const answers = [
+    {
+      get token(): string {
+        throw new Error('getter');
+      },
+    },
+    { token: 'a'.repeat(64 * 1024), expiresIn: 300 },
+  ];
+  for (const answer of answers) {
+    const odd = controlPlaneRpcTokenRequester({
+      binding: { requestCapabilityToken: () => Promise.resolve(answer) },
+      callerServiceId: 'svc-caller',
+    });
+    await assert.rejects(odd(REQUEST), { status: 502, reason: 'token_response_invalid' });
+  }
 });
 
 test('controlPlaneUrl is refused at construction, as httpService refuses its url, before anything is sent', async () => {
