@@ -232,6 +232,12 @@ export const BATCH_DEADLINE_TOLERANCE_MS = 2;
  */
 export const STALLED_TOKEN_REQUEST_MS = 30_000;
 
+/** How long a background renewal waits after a failed token request that named no delay. */
+export const RENEWAL_RETRY_MS = 1000;
+
+/** The longest a background renewal waits on a plane's `Retry-After`. */
+export const MAX_RENEWAL_PAUSE_MS = 30_000;
+
 /** How long a proof is reused for new HTTP-batches; well inside its freshness window. */
 const PROOF_REUSE_MS = 30_000;
 /** How long a proof can still open a batch: the service's window, before its clock skew. */
@@ -320,6 +326,8 @@ class AbilitySessionCore {
   #session: AuthenticatedSession | undefined;
   #batch: AuthenticatedSession | undefined;
   readonly #openBatches = new Set<AuthenticatedSession>();
+  /** Until when a background renewal waits after a failed token request (epoch ms). */
+  #renewalPausedUntil = 0;
   readonly #pending = new Set<(error: unknown) => void>();
 
   constructor(options: AbilitySessionOptions) {
@@ -464,7 +472,10 @@ class AbilitySessionCore {
     ) {
       return this.#awaitCredentials(method, startedAt);
     }
-    if (now >= credentials.renewAt && this.#sharedRequest() === undefined) {
+    if (
+      now >= credentials.renewAt && now >= this.#renewalPausedUntil &&
+      this.#sharedRequest() === undefined
+    ) {
       // Nobody waits on this renewal, so its failure fails no call: the credentials in hand stay
       // in use until they expire, and the next call due for renewal asks again.
       this.#requestCredentials();
@@ -528,9 +539,26 @@ class AbilitySessionCore {
     };
     pending.answer.then(
       (credentials) => this.#deliver(credentials, settle()),
-      () => settle(),
+      (error) => {
+        settle();
+        this.#pauseRenewal(error);
+      },
     );
     return pending;
+  }
+
+  /**
+   * After a failed request, a renewal in the background (credentials still in hand) waits a
+   * while before asking again: the plane's `Retry-After` when it sent one, else
+   * {@link RENEWAL_RETRY_MS}, at most {@link MAX_RENEWAL_PAUSE_MS}. Without it, every call made
+   * while the plane sheds load (429, 503) would send it one more request.
+   */
+  #pauseRenewal(error: unknown): void {
+    const asked = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+    const pause = typeof asked === 'number' && Number.isFinite(asked) && asked >= 0
+      ? Math.min(asked, MAX_RENEWAL_PAUSE_MS)
+      : RENEWAL_RETRY_MS;
+    this.#renewalPausedUntil = Date.now() + pause;
   }
 
   /**

@@ -247,6 +247,16 @@ export function tokenEndpointFailure(httpStatus: number, body: unknown, requestI
   return tokenRequestError(message, info, requestId !== undefined ? { requestId } : {});
 }
 
+/**
+ * A `Retry-After` in delay-seconds, in milliseconds (an HTTP date is not read: it would need the
+ * caller's clock to agree with the plane's).
+ */
+function retryAfterMsOf(header: string | null): number | undefined {
+  return header !== null && /^[0-9]{1,9}$/.test(header.trim())
+    ? Number(header.trim()) * 1000
+    : undefined;
+}
+
 function invalidResponse(
   requestId?: string,
   message = 'The control plane answered a token request with an invalid body',
@@ -390,7 +400,12 @@ async function postTokenRequest(
   }
   const read = await readResponseText(response);
   const parsed = 'text' in read ? parseJson(read.text) : undefined;
-  if (!response.ok) throw tokenEndpointFailure(response.status, parsed, requestId);
+  if (!response.ok) {
+    const failure = tokenEndpointFailure(response.status, parsed, requestId);
+    const retryAfterMs = retryAfterMsOf(response.headers.get('Retry-After'));
+    if (retryAfterMs !== undefined) Object.assign(failure, { retryAfterMs });
+    throw failure;
+  }
   if ('problem' in read && read.problem === 'too_large') {
     throw invalidResponse(
       requestId,

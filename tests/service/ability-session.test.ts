@@ -16,6 +16,7 @@ import {
   type AbilitySessionOptions,
   disposeAbilitySession,
   type ProofSigner,
+  RENEWAL_RETRY_MS,
   STALLED_TOKEN_REQUEST_MS,
   type TokenRequest,
   type TokenRequester,
@@ -811,4 +812,42 @@ test("names Cap'n Web stubs reserve are refused instead of silently calling the 
     });
   }
   assert.equal(endpoint.requests.length, 0);
+});
+
+test('a failed background renewal is not retried by every call: it waits for Retry-After, or a second', async () => {
+  const cases: [number | undefined, number][] = [[30_000, 30_000], [undefined, RENEWAL_RETRY_MS]];
+  for (const [retryAfterMs, pausedMs] of cases) {
+    const endpoint = fakeRpcEndpoint();
+    let requests = 0;
+    const clock = steppableWallClock();
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const shedding = Object.assign(new Error('Too Many Requests'), {
+      code: 'internal',
+      status: 429,
+      retryable: true,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+    });
+    const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
+      requestToken: () =>
+        ++requests === 1
+          ? Promise.resolve(renewableFakeJwt({ iat: nowSeconds, exp: nowSeconds + 3600 }))
+          : Promise.reject(shedding),
+    }));
+    try {
+      await session.echo({ value: 'first' });
+      clock.advance(3_596_000); // inside the renewal margin, the token still valid
+      for (let i = 0; i < 20; i++) {
+        assert.deepEqual(await session.echo({ value: 'x' }), { value: 'x' });
+      }
+      assert.equal(requests, 2, `one renewal attempt for 20 calls (${retryAfterMs})`);
+      clock.advance(pausedMs + 1);
+      // Past a long pause the token has expired and this call fails with the plane's refusal;
+      // either way, it asks again.
+      await session.echo({ value: 'again' }).catch(() => {});
+      assert.equal(requests, 3, 'asked again once the pause is over');
+    } finally {
+      clock.restore();
+      disposeAbilitySession(session);
+    }
+  }
 });
