@@ -4,7 +4,11 @@
 // actually expires.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { abilitySession, type TokenRequester } from '../../src/service/ability-session.ts';
+import {
+  abilitySession,
+  RENEWAL_RETRY_MS,
+  type TokenRequester,
+} from '../../src/service/ability-session.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import { createFixture, type Fixture } from './fixture.ts';
@@ -106,11 +110,15 @@ for (const kind of ['http-batch', 'websocket'] as const) {
     const first = await session.whoami({});
     await delay(1100);
     // Due for renewal: the renewal fails in the background; the call succeeds with the first
-    // token, and so does the next one, which renews again.
+    // token, and so does the next one, which does not ask again at once (the renewal pauses for
+    // RENEWAL_RETRY_MS after a failure); a call after the pause renews again.
     assert.equal((await session.whoami({})).identity.tokenId, first.identity.tokenId);
     assert.equal(requests, 2);
     assert.equal((await session.whoami({})).identity.tokenId, first.identity.tokenId);
-    assert.equal(requests, 3, 'the call after the failure asked again');
+    assert.equal(requests, 2, 'not asked again at once after the failure');
+    await delay(RENEWAL_RETRY_MS + 100);
+    assert.equal((await session.whoami({})).identity.tokenId, first.identity.tokenId);
+    assert.equal(requests, 3, 'the call after the pause asked again');
     const renewed = await callUntilRenewed(session, first);
     assert.notEqual(renewed.identity.tokenId, first.identity.tokenId, 'and its token is used');
     if (webSocket !== undefined) {
