@@ -158,7 +158,9 @@ function unshapedErrorReplacer(
     // Cap'n Web serialises an abort's reason before it tells the transport of the abort, so
     // the report waits a microtask to tell a protocol failure from a handler's.
     queueMicrotask(() => {
-      if (reported || aborts.isAbortReason(error)) return;
+      // A reply that fails once the connection is gone (Cap'n Web cannot serialise it for a
+      // session that lost its peer) reaches nobody and tells of no handler failure.
+      if (reported || aborts.isAbortReason(error) || aborts.connectionEnded()) return;
       reported = true;
       try {
         options.onErrorReplaced?.(error);
@@ -211,13 +213,16 @@ interface SessionAbortWatch {
   /** Whether `error` ended the session (its abort, or its connection's end): not a handler's. */
   isAbortReason(error: unknown): boolean;
   /** Teaches the watch the transport's own failures (the peer closed, the connection broke). */
-  endsWith(isTransportFailure: (error: unknown) => boolean): void;
+  endsWith(isTransportFailure: (error: unknown) => boolean, failed: () => boolean): void;
+  /** Whether the session's connection has ended (its transport failed). */
+  connectionEnded(): boolean;
 }
 
 function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
   let reported = false;
   let abortReason: unknown;
   let isTransportFailure: (error: unknown) => boolean = () => false;
+  let transportFailed: () => boolean = () => false;
   return {
     aborted(reason) {
       if (reported) return;
@@ -232,9 +237,11 @@ function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
     // Cap'n Web aborts a session whose connection ended with that failure as the reason, and
     // serialises it like any error: it is the session's end, never a handler failure.
     isAbortReason: (error) => (reported && error === abortReason) || isTransportFailure(error),
-    endsWith(predicate) {
+    endsWith(predicate, failed) {
       isTransportFailure = predicate;
+      transportFailed = failed;
     },
+    connectionEnded: () => transportFailed(),
   };
 }
 
@@ -444,7 +451,7 @@ function serveWebSocket(request: Request, options: ServeRpcOptions): Response | 
       receiver: 'service',
       onSessionAborted: aborts.aborted,
     });
-    aborts.endsWith((error) => transport.isOwnFailure(error));
+    aborts.endsWith((error) => transport.isOwnFailure(error), () => transport.failed);
     let stopAuthenticateDeadline = () => {};
     try {
       const main = options.createMain({

@@ -603,3 +603,34 @@ test('a result carrying a thousand error values (a handler echoing its input) is
   await new Promise((resolve) => setTimeout(resolve, 10));
   assert.equal(replaced.length, 1);
 });
+
+class LateAbility extends RpcTarget {
+  late(): Promise<unknown> {
+    return new Promise((resolve) =>
+      setTimeout(() => resolve({ detail: new Error('reply for nobody') }), 30)
+    );
+  }
+}
+
+class LateMain extends RpcTarget {
+  authenticate(): LateAbility {
+    return new LateAbility();
+  }
+}
+
+test('a reply that fails once its WebSocket is gone reaches nobody and is not reported as a handler failure', async () => {
+  const replaced: Error[] = [];
+  const endpoint = fakeRpcEndpoint(newFakeRecord(), {
+    createMain: () => new LateMain(),
+    onErrorReplaced: (error) => void replaced.push(error),
+  });
+  const { client, server } = await rawWebSocketSession(endpoint);
+  client.send('["push",["pipeline",0,["authenticate"],[]]]');
+  client.send('["push",["pipeline",1,["late"],[]]]');
+  client.send('["pull",2]');
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  client.close(1001, 'going away');
+  await closedWithin(server, 5_000);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.deepEqual(replaced, []);
+});

@@ -232,6 +232,11 @@ export class WebSocketRpcTransport implements RpcTransport {
     return refusal === undefined ? Promise.resolve(message) : Promise.reject(refusal);
   }
 
+  /** Whether the connection has ended: the peer closed, it broke, or the session aborted. */
+  get failed(): boolean {
+    return this.#error !== undefined;
+  }
+
   /**
    * Whether `error` is this transport's own failure (the peer closed, the connection broke, a
    * non-text message, a peer reading too slowly) rather than something the session raised.
