@@ -292,7 +292,6 @@ function parseJson(text: string | undefined): unknown {
   }
 }
 
-/** `exp - iat` of a token, read without verifying it, as a fallback lifetime. */
 /** The claims a token carries, read without verifying it (the service verifies). */
 function unverifiedClaims(token: string): Record<string, unknown> | undefined {
   const segments = token.split('.');
@@ -305,8 +304,13 @@ function unverifiedClaims(token: string): Record<string, unknown> | undefined {
     : undefined;
 }
 
-function claimedLifetimeMs(token: string): number | undefined {
-  const claims = unverifiedClaims(token);
+/** A token as a response delivered it, with its claims read once for the checks after. */
+interface ReadCapabilityToken extends FetchedCapabilityToken {
+  claims: Record<string, unknown> | undefined;
+}
+
+/** `exp - iat` of a token's claims, as its lifetime. */
+function claimedLifetimeMs(claims: Record<string, unknown> | undefined): number | undefined {
   return typeof claims?.exp === 'number' && typeof claims.iat === 'number'
     ? (claims.exp - claims.iat) * 1000
     : undefined;
@@ -319,10 +323,10 @@ function claimedLifetimeMs(token: string): number | undefined {
  * it sat in the cache; so it is neither cached nor sent.
  */
 function answeringRequest(
-  fetched: FetchedCapabilityToken,
+  fetched: ReadCapabilityToken,
   request: PreparedRequest,
 ): FetchedCapabilityToken {
-  const claims = unverifiedClaims(fetched.token);
+  const { claims } = fetched;
   const scopes = Array.isArray(claims?.scp) ? claims.scp : [];
   const problem = claims === undefined
     ? 'is not a compact JWS with a JSON claim set'
@@ -344,7 +348,7 @@ function answeringRequest(
  * token string. Lifetimes are relative, so the caller's clock never needs to agree with the
  * plane's: the response's `expiresIn`, never more than the token's own `exp - iat`.
  */
-function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapabilityToken {
+function fetchedTokenFrom(value: unknown, requestId?: string): ReadCapabilityToken {
   const record = (typeof value === 'string' ? { token: value } : value) as
     | Record<string, unknown>
     | null
@@ -357,7 +361,8 @@ function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapability
     throw invalidResponse(requestId);
   }
   const expiresIn = record!.expiresIn;
-  const claimed = claimedLifetimeMs(token);
+  const claims = unverifiedClaims(token);
+  const claimed = claimedLifetimeMs(claims);
   const stated = typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn >= 0
     ? expiresIn * 1000
     : undefined;
@@ -366,7 +371,7 @@ function fetchedTokenFrom(value: unknown, requestId?: string): FetchedCapability
   const lifetimeMs = stated !== undefined && claimed !== undefined
     ? Math.min(stated, claimed)
     : stated ?? claimed;
-  return { token, lifetimeMs: lifetimeMs ?? 0 };
+  return { token, lifetimeMs: lifetimeMs ?? 0, claims };
 }
 
 async function postTokenRequest(
@@ -376,7 +381,7 @@ async function postTokenRequest(
   headers: Record<string, string>,
   requestId: string,
   signal: AbortSignal,
-): Promise<FetchedCapabilityToken> {
+): Promise<ReadCapabilityToken> {
   // Built outside the `try`: a request that cannot be built is a bug or a configuration
   // mistake, and must not be reported as a retryable outage of the plane.
   const request = new Request(endpoint, {
@@ -418,7 +423,7 @@ async function postTokenRequest(
 /** Wraps a fetch-one-token function with the cache and the local subject refusal. */
 function cachingRequester(
   defaultTtl: number | undefined,
-  fetchOne: (request: PreparedRequest, signal: AbortSignal) => Promise<FetchedCapabilityToken>,
+  fetchOne: (request: PreparedRequest, signal: AbortSignal) => Promise<ReadCapabilityToken>,
 ): TokenRequester {
   const cache = createCapabilityTokenCache();
   return async (request: RequesterTokenRequest) => {
