@@ -1,6 +1,7 @@
 /**
- * Reading a request or response body with a byte limit, so a lying or endless sender costs at
- * most the limit in memory.
+ * Reading a request or response body with a byte limit (and, where the sender is a stranger, a
+ * time limit), so a lying, endless or stalled sender costs at most the limit in memory and the
+ * timeout in time.
  *
  * @module
  */
@@ -11,45 +12,101 @@ export interface BodyWithHeaders {
   readonly body: ReadableStream<Uint8Array> | null;
 }
 
+/** Thrown by {@link readBoundedBytes} when the body did not arrive within its `timeoutMs`. */
+export class BodyReadTimeout extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`The body did not arrive within ${timeoutMs} ms`);
+    this.name = 'BodyReadTimeout';
+  }
+}
+
+/** Limits of a bounded read beyond its byte limit. */
+export interface BoundedReadOptions {
+  /** Gives up (cancelling the stream, throwing {@link BodyReadTimeout}) after this long. */
+  readonly timeoutMs?: number;
+}
+
 const utf8Decoder = new TextDecoder();
 
-/**
- * Reads a body, counting bytes as they arrive; `undefined` (and the stream cancelled) as soon as
- * it passes `maxBytes`. A declared `Content-Length` past the limit is refused unread.
- */
-export async function readBoundedBytes(
-  message: BodyWithHeaders,
-  maxBytes: number,
-): Promise<Uint8Array | undefined> {
+function declaresMoreThan(message: BodyWithHeaders, maxBytes: number): boolean {
   const declared = message.headers.get('content-length');
-  if (declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > maxBytes) {
-    await message.body?.cancel().catch(() => {});
-    return undefined;
+  return declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > maxBytes;
+}
+
+function cancelQuietly(stream: { cancel(): Promise<void> }): void {
+  try {
+    stream.cancel().catch(() => {});
+  } catch {
+    // Already locked or consumed: nothing left to release.
   }
-  if (message.body === null) return new Uint8Array(0);
-  const reader = message.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let received = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    received += value.byteLength;
-    if (received > maxBytes) {
-      await reader.cancel().catch(() => {});
-      return undefined;
-    }
-    chunks.push(value);
-  }
+}
+
+/** Releases a body that will not be read, without waiting and without ever throwing. */
+export function discardBody(message: BodyWithHeaders): void {
+  if (message.body !== null) cancelQuietly(message.body);
+}
+
+function joined(chunks: Uint8Array[], size: number): Uint8Array {
   // Decoded whole by the caller: a streaming decode per chunk costs far more on some runtimes,
   // and a body is usually a single chunk.
   if (chunks.length === 1) return chunks[0];
-  const body = new Uint8Array(received);
+  const body = new Uint8Array(size);
   let offset = 0;
   for (const chunk of chunks) {
     body.set(chunk, offset);
     offset += chunk.byteLength;
   }
   return body;
+}
+
+/**
+ * Reads a body, counting bytes as they arrive; `undefined` (and the stream cancelled) as soon as
+ * it passes `maxBytes`. A declared `Content-Length` past the limit is refused unread. A stream
+ * that fails (the sender went away or broke the framing) rejects with the stream's error; past
+ * `options.timeoutMs` it rejects with {@link BodyReadTimeout}.
+ */
+export async function readBoundedBytes(
+  message: BodyWithHeaders,
+  maxBytes: number,
+  options: BoundedReadOptions = {},
+): Promise<Uint8Array | undefined> {
+  if (declaresMoreThan(message, maxBytes)) {
+    discardBody(message);
+    return undefined;
+  }
+  if (message.body === null) return new Uint8Array(0);
+  const reader = message.body.getReader();
+  // Cancelling the reader ends a pending read at once (done), so the timer needs no race
+  // against each read: one timer per body, no extra promise per chunk.
+  let timedOut = false;
+  const { timeoutMs } = options;
+  const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
+    timedOut = true;
+    cancelQuietly(reader);
+  }, timeoutMs);
+  const chunks: Uint8Array[] = [];
+  let received = 0;
+  try {
+    for (;;) {
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        throw timedOut ? new BodyReadTimeout(timeoutMs!) : error;
+      }
+      if (timedOut) throw new BodyReadTimeout(timeoutMs!);
+      if (next.done) break;
+      received += next.value.byteLength;
+      if (received > maxBytes) {
+        cancelQuietly(reader);
+        return undefined;
+      }
+      chunks.push(next.value);
+    }
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
+  return joined(chunks, received);
 }
 
 /**

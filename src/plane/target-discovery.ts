@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { readBoundedBytes } from '../core/bounded-body.ts';
 import { CapabilityAuthError, SvcInternalError } from '../core/errors.ts';
 import { describeErrorForLog } from '../core/logging.ts';
 import {
@@ -47,29 +48,13 @@ export class DiscoveryFailure extends Error {
   }
 }
 
-async function readBoundedText(response: Response, targetServiceId: string): Promise<string> {
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_DISCOVERY_DOCUMENT_BYTES) {
-      await reader.cancel().catch(() => {});
-      throw new DiscoveryFailure(
-        unknownTarget(targetServiceId),
-        `document larger than ${MAX_DISCOVERY_DOCUMENT_BYTES} bytes`,
-      );
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
+async function readDocumentText(response: Response, targetServiceId: string): Promise<string> {
+  const bytes = await readBoundedBytes(response, MAX_DISCOVERY_DOCUMENT_BYTES);
+  if (bytes === undefined) {
+    throw new DiscoveryFailure(
+      unknownTarget(targetServiceId),
+      `document larger than ${MAX_DISCOVERY_DOCUMENT_BYTES} bytes`,
+    );
   }
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
@@ -180,7 +165,7 @@ export async function fetchDocument(
   }
   let text: string;
   try {
-    text = await readBoundedText(response, endpoint.id);
+    text = await readDocumentText(response, endpoint.id);
   } catch (error) {
     if (error instanceof DiscoveryFailure) throw error;
     const { message } = describeErrorForLog(error);

@@ -15,6 +15,7 @@ import {
   SvcConfigurationError,
   type ValidationIssue,
 } from '../core/errors.ts';
+import { BodyReadTimeout, discardBody, readBoundedBytes } from '../core/bounded-body.ts';
 import { NO_STORE_HEADERS } from '../core/http-cache.ts';
 import type { SvcLogEvent } from '../core/logging.ts';
 import { problemFromError, problemResponse } from '../core/problem.ts';
@@ -147,79 +148,6 @@ function checkAuthenticators(list: unknown): CallerAuthenticator[] {
     schemes.add(scheme.toLowerCase());
   }
   return [...list];
-}
-
-/** Why a body was not read completely. */
-type BodyReadFailure = 'too_large' | 'timeout' | 'unreadable';
-
-function declaredLength(request: Request): number | undefined {
-  const header = request.headers.get('Content-Length');
-  return header !== null && /^[0-9]{1,16}$/.test(header) ? Number(header) : undefined;
-}
-
-function cancelQuietly(request: Request): void {
-  try {
-    request.body?.cancel().catch(() => {});
-  } catch {
-    // Already locked or consumed: nothing left to release.
-  }
-}
-
-/**
- * Reads at most `maxBytes` of the body. Stops (and cancels the stream) as soon as more arrives,
- * refuses up front when `Content-Length` already says too much, and gives up after `timeoutMs`,
- * so a lying or stalled sender costs at most the limit in memory and the timeout in time.
- */
-export async function readBoundedBody(
-  request: Request,
-  maxBytes: number,
-  timeoutMs: number,
-): Promise<Uint8Array | BodyReadFailure> {
-  const declared = declaredLength(request);
-  if (declared !== undefined && declared > maxBytes) {
-    cancelQuietly(request);
-    return 'too_large';
-  }
-  if (request.body === null) return new Uint8Array(0);
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  // Cancelling the reader ends a pending read at once (done), so the timer needs no race
-  // against each read: one timer per body, no extra promise per chunk.
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    reader.cancel().catch(() => {});
-  }, timeoutMs);
-  try {
-    while (true) {
-      let next: ReadableStreamReadResult<Uint8Array>;
-      try {
-        next = await reader.read();
-      } catch {
-        // The stream failed: the client went away or broke the framing mid-body.
-        return timedOut ? 'timeout' : 'unreadable';
-      }
-      if (timedOut) return 'timeout';
-      if (next.done) break;
-      const chunk = next.value;
-      total += chunk.byteLength;
-      if (total > maxBytes) {
-        reader.cancel().catch(() => {});
-        return 'too_large';
-      }
-      chunks.push(chunk);
-    }
-  } finally {
-    clearTimeout(timer);
-  }
-  const body = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
 }
 
 function isNonEmptyString(value: unknown, maxLength: number): value is string {
@@ -380,7 +308,7 @@ export function createTokenEndpoint(
     requestContext: unknown,
   ): Promise<Response> {
     if (request.method !== 'POST') {
-      cancelQuietly(request);
+      discardBody(request);
       return refuse(requestId, {
         status: 405,
         detail: 'The token endpoint accepts POST only',
@@ -389,7 +317,7 @@ export function createTokenEndpoint(
       });
     }
     if (authenticators.length === 0) {
-      cancelQuietly(request);
+      discardBody(request);
       options.log(
         {
           event: CALLER_AUTH_NOT_CONFIGURED_EVENT,
@@ -401,26 +329,29 @@ export function createTokenEndpoint(
       );
       return unauthenticated(requestId);
     }
-    const body = await readBoundedBody(request, maxBodyBytes, bodyTimeoutMs);
-    if (body === 'too_large') {
-      return refuse(requestId, {
-        status: 413,
-        detail: `The body exceeds ${maxBodyBytes} bytes`,
-        reason: 'body_too_large',
-      });
-    }
-    if (body === 'unreadable') {
+    let body: Uint8Array | undefined;
+    try {
+      body = await readBoundedBytes(request, maxBodyBytes, { timeoutMs: bodyTimeoutMs });
+    } catch (error) {
+      if (error instanceof BodyReadTimeout) {
+        return refuse(requestId, {
+          status: 408,
+          detail: 'The body did not arrive in time',
+          reason: 'body_timeout',
+        });
+      }
+      // The stream failed: the client went away or broke the framing mid-body.
       return refuse(requestId, {
         status: 400,
         detail: 'The body could not be read to its end',
         reason: 'body_unreadable',
       });
     }
-    if (body === 'timeout') {
+    if (body === undefined) {
       return refuse(requestId, {
-        status: 408,
-        detail: 'The body did not arrive in time',
-        reason: 'body_timeout',
+        status: 413,
+        detail: `The body exceeds ${maxBodyBytes} bytes`,
+        reason: 'body_too_large',
       });
     }
     let caller: AuthenticatedCaller;

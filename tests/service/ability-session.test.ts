@@ -484,7 +484,9 @@ test('a session with a shipped requester recovers from a plane that never answer
     },
   });
   const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
-    timeoutMs: 50,
+    // Long enough that the second call (a token fetch, then the batch) never runs out on a
+    // loaded machine; the first call's fetch never answers, so it runs out whatever the budget.
+    timeoutMs: 400,
     requestToken: requester,
   }));
   try {

@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  BodyReadTimeout,
+  discardBody,
+  readBoundedBytes,
+  readBoundedText,
+} from '../../src/core/bounded-body.ts';
+
+const encoder = new TextEncoder();
+
+/** A body of the given chunks that records whether it was cancelled and how much was pulled. */
+function chunkedBody(chunks: string[], options: { stallAfter?: number; failAfter?: number } = {}) {
+  const seen = { pulled: 0, cancelled: false };
+  let index = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (index === options.failAfter) {
+        controller.error(new TypeError('connection reset'));
+        return;
+      }
+      if (index === options.stallAfter) return new Promise<void>(() => {});
+      if (index === chunks.length) {
+        controller.close();
+        return;
+      }
+      const chunk = encoder.encode(chunks[index++]);
+      seen.pulled += chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+    cancel() {
+      seen.cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  return { stream, seen };
+}
+
+function message(body: ReadableStream<Uint8Array> | null, headers: HeadersInit = {}) {
+  return { headers: new Headers(headers), body };
+}
+
+test('several chunks are joined in order, within the limit', async () => {
+  const { stream } = chunkedBody(['ab', 'cd', 'ef']);
+  assert.equal(await readBoundedText(message(stream), 6), 'abcdef');
+});
+
+test('a body passing the limit mid-way is undefined, and its stream is cancelled', async () => {
+  const { stream, seen } = chunkedBody(['aaaa', 'bbbb', 'cccc', 'dddd']);
+  assert.equal(await readBoundedBytes(message(stream), 6), undefined);
+  assert.equal(seen.cancelled, true);
+  assert.ok(seen.pulled <= 8, `pulled ${seen.pulled}`);
+});
+
+test('a Content-Length past the limit is refused unread', async () => {
+  const { stream, seen } = chunkedBody(['x']);
+  assert.equal(await readBoundedBytes(message(stream, { 'Content-Length': '7' }), 6), undefined);
+  assert.equal(seen.pulled, 0);
+});
+
+test('no body reads as empty', async () => {
+  assert.deepEqual(await readBoundedBytes(message(null), 6), new Uint8Array(0));
+});
+
+test('a stalled body rejects with BodyReadTimeout after timeoutMs, and its stream is cancelled', async () => {
+  const { stream, seen } = chunkedBody(['ab', 'cd'], { stallAfter: 1 });
+  const started = Date.now();
+  const error = await readBoundedBytes(message(stream), 100, { timeoutMs: 50 }).catch((e) => e);
+  assert.ok(error instanceof BodyReadTimeout, String(error));
+  assert.equal(error.timeoutMs, 50);
+  assert.ok(Date.now() - started < 2000);
+  assert.equal(seen.cancelled, true);
+});
+
+test('a body that fails mid-way rejects with the stream error, not a timeout', async () => {
+  const { stream } = chunkedBody(['ab', 'cd'], { failAfter: 1 });
+  const error = await readBoundedBytes(message(stream), 100, { timeoutMs: 5000 }).catch((e) => e);
+  assert.ok(error instanceof TypeError);
+  assert.equal(error.message, 'connection reset');
+});
+
+test('discardBody cancels an unread body and never throws, even on a locked one', async () => {
+  const { stream, seen } = chunkedBody(['ab']);
+  discardBody(message(stream));
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(seen.cancelled, true);
+  const { stream: locked } = chunkedBody(['ab']);
+  locked.getReader();
+  assert.doesNotThrow(() => discardBody(message(locked)));
+});
