@@ -16,6 +16,7 @@ import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-
 import { createInProcessSessions } from './in-process-session.ts';
 import { createIssuer, type IssueCapabilityTokenOptions } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
+import { planeRequestFailed } from './request-failure.ts';
 import {
   checkSigningKeyEntries,
   type SigningAuthority,
@@ -103,6 +104,12 @@ export function createControlPlane(options: ControlPlaneOptions) {
 
   installRequestIdAndProblemJson(app, {
     requestIdOf: (c) => acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ?? generateRequestId(),
+    // A route that threw answered an opaque 500: the log gets the cause.
+    end(c, requestId, _startedAt, thrown) {
+      if (thrown !== undefined && c.res.status >= 500) {
+        log(planeRequestFailed(c.req.raw, requestId, c.res.status, thrown), c);
+      }
+    },
   });
 
   app.get(JWKS_PATH, async (c) => {

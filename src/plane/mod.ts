@@ -50,3 +50,4 @@ export {
   capabilityTokenEntrypoint,
   type CapabilityTokenEntrypointOptions,
 } from './token-entrypoint.ts';
+export { PLANE_REQUEST_FAILED_EVENT } from './request-failure.ts';

@@ -19,6 +19,7 @@ import { BodyReadTimeout, discardBody, readBoundedBytes } from '../core/bounded-
 import { NO_STORE_HEADERS } from '../core/http-cache.ts';
 import type { SvcLogEvent } from '../core/logging.ts';
 import { problemFromError, problemResponse } from '../core/problem.ts';
+import { planeRequestFailed } from './request-failure.ts';
 import {
   HMAC_CALLER_AUTH_SCHEME,
   JWK_CALLER_AUTH_SCHEME,
@@ -410,7 +411,11 @@ export function createTokenEndpoint(
     try {
       return await handle(request, requestId, requestContext);
     } catch (error) {
-      return problemFromError(error, requestId, NO_STORE_HEADERS);
+      const response = problemFromError(error, requestId, NO_STORE_HEADERS);
+      if (response.status >= 500) {
+        options.log(planeRequestFailed(request, requestId, response.status, error), requestContext);
+      }
+      return response;
     }
   };
 }

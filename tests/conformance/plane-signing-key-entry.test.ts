@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
+import { PLANE_REQUEST_FAILED_EVENT } from '../../src/plane/request-failure.ts';
 import { createControlPlane } from '../../src/plane/control-plane.ts';
 import {
   createPlaneDeployment,
@@ -21,9 +22,10 @@ const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth'];
 
 /**
  * A plane whose `signingKeys(env)` answers `entries` fails closed: its JWKS route and token
- * endpoint answer 500 problems, with no key and no token.
+ * endpoint answer 500 problems, with no key and no token, and the log gets the cause (`cause`)
+ * once per failed request.
  */
-async function assertFailsClosedWith(entries: () => unknown[]): Promise<void> {
+async function assertFailsClosedWith(entries: () => unknown[], cause: RegExp): Promise<void> {
   const fx = await createPlaneDeployment();
   const plane = await fx.activate(fx.replica(['k1'], { signingKeys: entries as never }));
   const jwks = await readResponse(await plane.fetch(new Request(JWKS_URL)));
@@ -34,6 +36,38 @@ async function assertFailsClosedWith(entries: () => unknown[]): Promise<void> {
   assert.equal(token.status, 500);
   assert.equal(token.body.token, undefined);
   assert.equal(token.headers.get('Cache-Control'), 'no-store');
+  // The caller gets an opaque 500; the operator gets the cause, once per failed request.
+  const failures = fx.eventsNamed(PLANE_REQUEST_FAILED_EVENT);
+  assert.deepEqual(
+    failures.map(({ level, requestId, method, path, status }) => ({
+      level,
+      requestId,
+      method,
+      path,
+      status,
+    })),
+    [
+      {
+        level: 'error',
+        requestId: jwks.headers.get('X-Request-Id'),
+        method: 'GET',
+        path: '/.well-known/svc/jwks.json',
+        status: 500,
+      },
+      {
+        level: 'error',
+        requestId: token.headers.get('X-Request-Id'),
+        method: 'POST',
+        path: '/.well-known/svc/capability-token',
+        status: 500,
+      },
+    ],
+  );
+  for (const failure of failures) {
+    const error = failure.error as { name: string; message: string };
+    assert.equal(error.name, 'SvcConfigurationError');
+    assert.match(error.message, cause);
+  }
 }
 
 test('Signing key entry: the first entry signs every new token, whatever mints it', async () => {
@@ -127,7 +161,7 @@ test('Signing key entry: key ids must be explicit', async () => {
     );
   }
   // A function of the environment is checked when it is resolved: the plane fails closed.
-  await assertFailsClosedWith(() => [{ secret: keys.k1.privateJwk }]);
+  await assertFailsClosedWith(() => [{ secret: keys.k1.privateJwk }], /kid/);
 });
 
 test('Signing key entry: key ids must be distinct', async () => {
@@ -142,11 +176,11 @@ test('Signing key entry: key ids must be distinct', async () => {
       error instanceof SvcConfigurationError &&
       /Duplicate capability signing key id: k1/.test(error.message),
   );
-  await assertFailsClosedWith(() => duplicate);
+  await assertFailsClosedWith(() => duplicate, /Duplicate capability signing key id: k1/);
 });
 
 test('Signing key entry: a function answering an empty list fails closed', async () => {
-  await assertFailsClosedWith(() => []);
+  await assertFailsClosedWith(() => [], /empty|at least one|no /i);
 });
 
 test('Signing key entry: a secret whose own kid disagrees with the entry kid fails closed', async () => {
