@@ -4,10 +4,13 @@
  * Keys follow the contract (Delegation r4): caller id, target service id, ability id, normalised
  * scopes (sorted, unique), the requested TTL and the complete delegated subject including its
  * kind. A token is renewed before it expires: once less than a third of its lifetime, or less
- * than 30 s, remains. Concurrent requests for one key share one fetch; a failure is never cached.
- * A request may bring an abort signal: when it fires, that request stops waiting, and the fetch
- * is no longer shared with later requests (one that a caller gave up on may never answer); once
- * no request waits on the fetch any more, its own signal is aborted.
+ * than 30 s, remains, but never before half of it has passed (a short-lived token is still
+ * reused, not fetched again for every session). Concurrent requests for one key share one fetch;
+ * a failure is never cached. A request may bring an abort signal: when it fires, that request
+ * stops waiting; once no request waits on the fetch any more, it is no longer shared and its own
+ * signal is aborted. A fetch unanswered for {@link STALLED_TOKEN_FETCH_MS} is no longer shared
+ * either (one that never answers must not hold later requests), while those already waiting
+ * keep waiting. A slow plane thus gets one fetch per key however many callers give up on it.
  * Lifetimes are measured on the monotonic clock (`performance.now`), so a step of the caller's
  * wall clock neither keeps serving an expired token nor throws away a fresh one.
  *
@@ -25,6 +28,12 @@
 
 /** Renew when less than this much of a token's lifetime remains, whatever the lifetime. */
 export const TOKEN_RENEWAL_MARGIN_MS = 30_000;
+/**
+ * How long a fetch may go unanswered before later requests for its key stop sharing it and
+ * fetch anew: far longer than any healthy plane takes, short enough that a fetch that never
+ * answers does not hold every later request.
+ */
+export const STALLED_TOKEN_FETCH_MS = 30_000;
 /** Most tokens one requester keeps. */
 export const MAX_CACHED_CAPABILITY_TOKENS = 1024;
 
@@ -80,6 +89,8 @@ interface InFlightFetch {
   waiting: number;
   /** Whether a request without a signal waits (the fetch is then never aborted). */
   held: boolean;
+  /** When the fetch started, on the cache's clock. */
+  readonly startedAtMs: number;
 }
 
 /** A token cache with single-flight fetching. */
@@ -101,7 +112,7 @@ export interface CapabilityTokenCache {
 }
 
 function renewalPoint(receivedAtMs: number, lifetimeMs: number): number {
-  const margin = Math.max(lifetimeMs / 3, TOKEN_RENEWAL_MARGIN_MS);
+  const margin = Math.min(Math.max(lifetimeMs / 3, TOKEN_RENEWAL_MARGIN_MS), lifetimeMs / 2);
   return receivedAtMs + lifetimeMs - margin;
 }
 
@@ -167,8 +178,11 @@ export function createCapabilityTokenCache(
       };
       const giveUp = () => {
         if (!leave()) return;
-        if (inFlight.get(key) === pending) inFlight.delete(key);
-        if (pending.waiting === 0 && !pending.held) pending.controller.abort(signal.reason);
+        // Others still waiting keep the fetch shared: a slow answer is still an answer.
+        if (pending.waiting === 0 && !pending.held) {
+          if (inFlight.get(key) === pending) inFlight.delete(key);
+          pending.controller.abort(signal.reason);
+        }
         reject(signal.reason);
       };
       signal.addEventListener('abort', giveUp, { once: true });
@@ -189,13 +203,14 @@ export function createCapabilityTokenCache(
       }
       if (signal?.aborted) return Promise.reject(signal.reason);
       let pending = inFlight.get(key);
-      if (pending === undefined) {
+      if (pending === undefined || now() - pending.startedAtMs >= STALLED_TOKEN_FETCH_MS) {
         const controller = new AbortController();
         const entry: InFlightFetch = {
           token: fetchAndStore(key, fetchToken, controller.signal),
           controller,
           waiting: 0,
           held: false,
+          startedAtMs: now(),
         };
         const done = () => {
           if (inFlight.get(key) === entry) inFlight.delete(key);

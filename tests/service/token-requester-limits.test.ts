@@ -16,6 +16,7 @@ import {
 } from '../../src/service/token-requesters.ts';
 import { unsignedRequesterToken } from '../support/forge.ts';
 import { endpointFixture, ISSUER } from '../support/token-endpoint-fixture.ts';
+import { withMovableClocks } from '../support/wall-clock.ts';
 
 const REQUEST = {
   callerServiceId: 'svc-caller',
@@ -140,33 +141,40 @@ test("without expiresIn, the token's own exp - iat is its lifetime, counted from
     ['svc-a.bare', unverifiedToken({ iat: 2_000_000, exp: 2_003_600 })],
     ['svc-a.text', { token: unverifiedToken({ iat: 5, exp: 3605 }), expiresIn: '20' }],
     ['svc-a.negative', { token: unverifiedToken({ iat: 5, exp: 3605 }), expiresIn: -1 }],
-    // Less than the 30 s renewal margin: renewed on every request.
+    // A 20 s lifetime: reused for half of it, then renewed.
     ['svc-a.short', { token: unverifiedToken({ iat: 1_000_000, exp: 1_000_020 }) }],
     // No usable claims: never cached.
     ['svc-a.noexp', { token: unverifiedToken({ iat: 1_000_000 }) }],
     // expiresIn, when valid, wins over the claims.
     ['svc-a.explicit', { token: unverifiedToken({ iat: 5, exp: 3605 }), expiresIn: 20 }],
   ]);
-  const fetched = new Map<string, number>();
-  const { requester } = httpRequester(async (request) => {
-    const { abilityId } = await request.json() as { abilityId: string };
-    fetched.set(abilityId, (fetched.get(abilityId) ?? 0) + 1);
-    return Response.json(answers.get(abilityId));
-  });
-  for (const abilityId of answers.keys()) {
-    const first = await requester({ ...REQUEST, abilityId });
-    await requester({ ...REQUEST, abilityId });
-    const answer = answers.get(abilityId);
-    assert.equal(first, typeof answer === 'string' ? answer : (answer as { token: string }).token);
-  }
-  assert.deepEqual(Object.fromEntries(fetched), {
-    'svc-a.hour': 1,
-    'svc-a.bare': 1,
-    'svc-a.text': 1,
-    'svc-a.negative': 1,
-    'svc-a.short': 2,
-    'svc-a.noexp': 2,
-    'svc-a.explicit': 2,
+  await withMovableClocks(async (moved) => {
+    const fetched = new Map<string, number>();
+    const { requester } = httpRequester(async (request) => {
+      const { abilityId } = await request.json() as { abilityId: string };
+      fetched.set(abilityId, (fetched.get(abilityId) ?? 0) + 1);
+      return Response.json(answers.get(abilityId));
+    });
+    for (const abilityId of answers.keys()) {
+      const first = await requester({ ...REQUEST, abilityId });
+      const answer = answers.get(abilityId);
+      assert.equal(
+        first,
+        typeof answer === 'string' ? answer : (answer as { token: string }).token,
+      );
+    }
+    // Past half of 20 s, well inside an hour.
+    moved.monotonicMs += 11_000;
+    for (const abilityId of answers.keys()) await requester({ ...REQUEST, abilityId });
+    assert.deepEqual(Object.fromEntries(fetched), {
+      'svc-a.hour': 1,
+      'svc-a.bare': 1,
+      'svc-a.text': 1,
+      'svc-a.negative': 1,
+      'svc-a.short': 2,
+      'svc-a.noexp': 2,
+      'svc-a.explicit': 2,
+    });
   });
 });
 
@@ -276,42 +284,45 @@ test('a malformed per-request ttlSeconds is refused locally before anything is s
 });
 
 test('a renewal that fails while the cached token is still valid fails the request; the next success replaces the token', async () => {
-  // A 20 s token is inside the 30 s renewal margin at once, yet valid for 20 s: every request
-  // renews while the cached one is still usable.
+  // A 20 s token is due for renewal once half of it has passed, yet still valid for 10 s more:
+  // every request from then on renews while the cached one is still usable.
   type Mode = 'ok' | 'down' | 'refusing';
   let mode: Mode = 'ok';
-  const { plane, requester } = httpRequester(() => {
-    if (mode === 'down') throw new TypeError('connection refused');
-    if (mode === 'refusing') {
-      return Response.json(
-        { code: 'capability_auth', status: 403, retryable: false, reason: 'unknown_grant' },
-        { status: 403 },
-      );
-    }
-    return Response.json({ token: unverifiedToken({}), expiresIn: 20 });
-  });
-  const first = await requester(REQUEST);
+  await withMovableClocks(async (moved) => {
+    const { plane, requester } = httpRequester(() => {
+      if (mode === 'down') throw new TypeError('connection refused');
+      if (mode === 'refusing') {
+        return Response.json(
+          { code: 'capability_auth', status: 403, retryable: false, reason: 'unknown_grant' },
+          { status: 403 },
+        );
+      }
+      return Response.json({ token: unverifiedToken({}), expiresIn: 20 });
+    });
+    const first = await requester(REQUEST);
+    moved.monotonicMs += 11_000;
 
-  mode = 'down';
-  await assert.rejects(requester(REQUEST), {
-    code: 'internal',
-    status: 503,
-    retryable: true,
-    reason: 'control_plane_unreachable',
-  });
-  mode = 'refusing';
-  await assert.rejects(requester(REQUEST), {
-    code: 'capability_auth',
-    status: 403,
-    retryable: false,
-    reason: 'unknown_grant',
-  });
-  assert.equal(plane.requests, 3, 'each request tried the renewal again');
+    mode = 'down';
+    await assert.rejects(requester(REQUEST), {
+      code: 'internal',
+      status: 503,
+      retryable: true,
+      reason: 'control_plane_unreachable',
+    });
+    mode = 'refusing';
+    await assert.rejects(requester(REQUEST), {
+      code: 'capability_auth',
+      status: 403,
+      retryable: false,
+      reason: 'unknown_grant',
+    });
+    assert.equal(plane.requests, 3, 'each request tried the renewal again');
 
-  mode = 'ok';
-  const renewed = await requester(REQUEST);
-  assert.notEqual(renewed, first, 'a fresh token, not the one cached before the failures');
-  assert.equal(plane.requests, 4);
+    mode = 'ok';
+    const renewed = await requester(REQUEST);
+    assert.notEqual(renewed, first, 'a fresh token, not the one cached before the failures');
+    assert.equal(plane.requests, 4);
+  });
 });
 
 test('a redirect from the token endpoint is never followed and gives no token', async () => {

@@ -10,6 +10,7 @@ import { verifyCapabilityProof } from '../../src/service/proof-verify.ts';
 import {
   capabilityTokenCacheKey,
   createCapabilityTokenCache,
+  STALLED_TOKEN_FETCH_MS,
 } from '../../src/service/token-request-cache.ts';
 import {
   capabilityTokenEndpointUrl,
@@ -20,6 +21,7 @@ import {
 } from '../../src/service/token-requesters.ts';
 import { signCompactEs256 } from '../../src/service/token-request-signing.ts';
 import { unsignedRequesterToken } from '../support/forge.ts';
+import { withMovableClocks } from '../support/wall-clock.ts';
 import {
   type EndpointFixture,
   endpointFixture,
@@ -114,16 +116,16 @@ test('a token the service refused is never handed back from the cache', async ()
   assert.equal(fixture.issued.length, 2);
 });
 
-test('a short-lived token is renewed on every request; a TTL is part of the key', async () => {
+test('a short-lived token is reused for half its lifetime, not fetched per request; a TTL is part of the key', async () => {
   const { fixture, requester } = await hmacRequester({ ttlSeconds: 30 });
-  await requester(REQUEST);
-  await requester(REQUEST);
-  assert.equal(fixture.issued.length, 2, 'less than 30 s left: renewed');
+  const first = await requester(REQUEST);
+  assert.equal(await requester(REQUEST), first, 'less than 30 s left, but under half gone');
+  assert.equal(fixture.issued.length, 1);
   assert.equal(fixture.issued[0].request.ttlSeconds, 30);
   await requester({ ...REQUEST, ttlSeconds: 300 } as typeof REQUEST);
   await requester({ ...REQUEST, ttlSeconds: 300 } as typeof REQUEST);
-  assert.equal(fixture.issued.length, 3);
-  assert.equal(fixture.issued[2].request.ttlSeconds, 300);
+  assert.equal(fixture.issued.length, 2);
+  assert.equal(fixture.issued[1].request.ttlSeconds, 300);
 });
 
 test('the cache renews at a third of the lifetime or 30 s left, whichever comes first', async () => {
@@ -144,36 +146,13 @@ test('the cache renews at a third of the lifetime or 30 s left, whichever comes 
   assert.equal(await cache.get('b', fetchFor(60_000)), 't3');
   clock += 2_000;
   assert.equal(await cache.get('b', fetchFor(60_000)), 't4', 'under 30 s left');
+  // A token of 30 s or less would be due at once by the 30 s margin: it serves half its life.
+  assert.equal(await cache.get('c', fetchFor(30_000)), 't5');
+  clock += 14_000;
+  assert.equal(await cache.get('c', fetchFor(30_000)), 't5');
+  clock += 2_000;
+  assert.equal(await cache.get('c', fetchFor(30_000)), 't6', 'half of its lifetime gone');
 });
-
-/**
- * Runs `body` with `Date.now` (the wall clock) and `performance.now` (the monotonic clock)
- * replaced by clocks it moves through `moved`, as an NTP step and real elapsed time would. The
- * replacements are in place before `body` builds anything, so a clock captured at construction
- * is one of them too.
- */
-async function withMovableClocks(
-  body: (moved: { wallMs: number; monotonicMs: number }) => Promise<void>,
-): Promise<void> {
-  const realDateNow = Date.now;
-  const clock = globalThis.performance;
-  const realMonotonicNow = clock.now.bind(clock);
-  const ownNow = Object.getOwnPropertyDescriptor(clock, 'now');
-  const moved = { wallMs: 0, monotonicMs: 0 };
-  Date.now = () => realDateNow() + moved.wallMs;
-  Object.defineProperty(clock, 'now', {
-    value: () => realMonotonicNow() + moved.monotonicMs,
-    configurable: true,
-    writable: true,
-  });
-  try {
-    await body(moved);
-  } finally {
-    Date.now = realDateNow;
-    if (ownNow === undefined) delete (clock as { now?: unknown }).now;
-    else Object.defineProperty(clock, 'now', ownNow);
-  }
-}
 
 /** An RPC requester whose plane answers `t1`, `t2`, ... each living 120 s, counting requests. */
 function countingRpcRequester() {
@@ -228,7 +207,7 @@ test('a failed fetch is not cached and is not shared with later requests', async
   assert.equal(attempts, 2);
 });
 
-test('a request that gives up stops waiting; the fetch is aborted once no request waits on it', async () => {
+test('a request that gives up stops waiting; the fetch stays shared while others wait, and is aborted once none does', async () => {
   const cache = createCapabilityTokenCache();
   const fetches: { signal: AbortSignal; answer: (token: string) => void }[] = [];
   const slow = (signal: AbortSignal) =>
@@ -244,22 +223,56 @@ test('a request that gives up stops waiting; the fetch is aborted once no reques
   first.abort(reason);
   await assert.rejects(a, (error) => error === reason);
   assert.equal(fetches[0].signal.aborted, false, 'another request still waits on the fetch');
-  // A fetch a request gave up on may never answer: later requests do not join it.
-  const c = cache.get('k', slow);
-  assert.equal(fetches.length, 2);
+  // A slow plane still answers: a later request joins the fetch others wait on.
+  const third = new AbortController();
+  const c = cache.get('k', slow, third.signal);
+  assert.equal(fetches.length, 1);
   second.abort(reason);
   await assert.rejects(b, (error) => error === reason);
-  assert.equal(fetches[0].signal.aborted, true, 'nobody waits on the first fetch any more');
-  assert.equal(fetches[1].signal.aborted, false);
-  fetches[1].answer('fresh');
-  assert.equal(await c, 'fresh');
-  assert.equal(await cache.get('k', slow), 'fresh', 'cached');
+  assert.equal(fetches[0].signal.aborted, false, 'the third request still waits');
+  fetches[0].answer('slow but sure');
+  assert.equal(await c, 'slow but sure');
+  assert.equal(await cache.get('k', slow), 'slow but sure', 'cached');
+
+  // Once the last request waiting gives up, the fetch is aborted and no longer shared.
+  const lone = new AbortController();
+  const gaveUp = cache.get('j', slow, lone.signal);
+  lone.abort(reason);
+  await assert.rejects(gaveUp, (error) => error === reason);
+  assert.equal(fetches[1].signal.aborted, true, 'nobody waits on it any more');
+  const next = cache.get('j', slow);
+  assert.equal(fetches.length, 3, 'a fresh fetch, not the abandoned one');
+  fetches[2].answer('fresh');
+  assert.equal(await next, 'fresh');
+
   // A request whose signal already fired is refused at once and starts nothing.
   const gone = new AbortController();
   gone.abort(reason);
   cache.clear();
   await assert.rejects(cache.get('k', slow, gone.signal), (error) => error === reason);
-  assert.equal(fetches.length, 2);
+  assert.equal(fetches.length, 3);
+});
+
+test('a fetch unanswered for STALLED_TOKEN_FETCH_MS is no longer shared; its waiters keep waiting', async () => {
+  let clock = 5_000;
+  const cache = createCapabilityTokenCache({ now: () => clock });
+  const answers: ((token: string) => void)[] = [];
+  const slow = () =>
+    new Promise<{ token: string; lifetimeMs: number }>((resolve) => {
+      answers.push((token) => resolve({ token, lifetimeMs: 120_000 }));
+    });
+  const early = cache.get('k', slow);
+  clock += STALLED_TOKEN_FETCH_MS - 1;
+  const joined = cache.get('k', slow);
+  assert.equal(answers.length, 1, 'not stalled yet: shared');
+  clock += 1;
+  const late = cache.get('k', slow);
+  assert.equal(answers.length, 2, 'stalled: a later request fetches anew');
+  answers[1]('second');
+  assert.equal(await late, 'second');
+  answers[0]('first, at last');
+  assert.equal(await early, 'first, at last');
+  assert.equal(await joined, 'first, at last');
 });
 
 test('a request without a signal holds the fetch: others giving up never abort it', async () => {
@@ -715,8 +728,8 @@ test('requesters refuse bad options at construction', async () => {
 
 test('a response cannot stretch a token past its own lifetime: expiresIn is capped at exp - iat', async () => {
   const calls: unknown[] = [];
-  // A token living 10 s, answered as if it lived an hour: with a 30 s renewal margin, a 10 s
-  // lifetime is never served from the cache, where an hour would be.
+  // A token living 10 s, answered as if it lived an hour: a 10 s lifetime is due for renewal
+  // after 5 s, where an hour would still be served from the cache.
   const token = await tokenLiving(10);
   const binding = {
     requestCapabilityToken(request: unknown) {
@@ -724,9 +737,12 @@ test('a response cannot stretch a token past its own lifetime: expiresIn is capp
       return Promise.resolve({ token, expiresIn: 3600 });
     },
   };
-  const requester = controlPlaneRpcTokenRequester({ binding, callerServiceId: 'svc-caller' });
-  await requester(REQUEST);
-  await requester(REQUEST);
+  await withMovableClocks(async (moved) => {
+    const requester = controlPlaneRpcTokenRequester({ binding, callerServiceId: 'svc-caller' });
+    await requester(REQUEST);
+    moved.monotonicMs += 6_000;
+    await requester(REQUEST);
+  });
   assert.equal(calls.length, 2, 'the token was not kept for the hour the response claimed');
 });
 

@@ -23,3 +23,32 @@ export function steppableWallClock(): SteppedWallClock {
     },
   };
 }
+
+/**
+ * Runs `body` with `Date.now` (the wall clock) and `performance.now` (the monotonic clock)
+ * replaced by clocks it moves through `moved`, as an NTP step and real elapsed time would. The
+ * replacements are in place before `body` builds anything, so a clock captured at construction
+ * is one of them too.
+ */
+export async function withMovableClocks(
+  body: (moved: { wallMs: number; monotonicMs: number }) => Promise<void>,
+): Promise<void> {
+  const realDateNow = Date.now;
+  const clock = globalThis.performance;
+  const realMonotonicNow = clock.now.bind(clock);
+  const ownNow = Object.getOwnPropertyDescriptor(clock, 'now');
+  const moved = { wallMs: 0, monotonicMs: 0 };
+  Date.now = () => realDateNow() + moved.wallMs;
+  Object.defineProperty(clock, 'now', {
+    value: () => realMonotonicNow() + moved.monotonicMs,
+    configurable: true,
+    writable: true,
+  });
+  try {
+    await body(moved);
+  } finally {
+    Date.now = realDateNow;
+    if (ownNow === undefined) delete (clock as { now?: unknown }).now;
+    else Object.defineProperty(clock, 'now', ownNow);
+  }
+}
