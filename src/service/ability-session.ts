@@ -159,6 +159,10 @@ interface Credentials {
   usableUntil: number;
   /** Epoch ms the proof was signed at (bound tokens only). */
   provedAt?: number;
+  /** Epoch ms the requester's answer arrived. */
+  receivedAt: number;
+  /** Whether they were asked for in place of a token the service refused. */
+  replacesRefused: boolean;
 }
 
 /** A token request in flight: its answer, the calls waiting on it, and how to call it off. */
@@ -328,6 +332,8 @@ class AbilitySessionCore {
   readonly #openBatches = new Set<AuthenticatedSession>();
   /** Until when a background renewal waits after a failed token request (epoch ms). */
   #renewalPausedUntil = 0;
+  /** The service's refusal of credentials just received, and until when calls share it. */
+  #freshTokenRefusal: { error: unknown; until: number } | undefined;
   readonly #pending = new Set<(error: unknown) => void>();
 
   constructor(options: AbilitySessionOptions) {
@@ -440,10 +446,26 @@ class AbilitySessionCore {
   #noteRefusedToken(session: AuthenticatedSession, error: unknown): void {
     const info = svcErrorInfo(error);
     if (info.code !== 'capability_auth' || info.status !== 401) return;
-    if (this.#credentials?.token !== session.token) return;
-    this.#credentials = undefined;
-    this.#refusedToken = session.token;
+    const credentials = this.#credentials;
+    if (credentials?.token !== session.token) return;
+    this.#tokenRefused(credentials, error);
     session.renewAt = Number.NEGATIVE_INFINITY;
+  }
+
+  /**
+   * Stops presenting credentials the service refused with 401 and names them in the next token
+   * request. A replacement for refused credentials, refused in turn within
+   * {@link RENEWAL_RETRY_MS} of its arrival, says the service refuses what the plane issues now
+   * (a key it does not know yet, say): until that much time has passed since it arrived, calls
+   * fail with the same refusal instead of each asking the plane for another token the service
+   * would refuse too.
+   */
+  #tokenRefused(credentials: Credentials, error: unknown): void {
+    this.#credentials = undefined;
+    this.#refusedToken = credentials.token;
+    if (credentials.replacesRefused && Date.now() - credentials.receivedAt < RENEWAL_RETRY_MS) {
+      this.#freshTokenRefusal = { error, until: credentials.receivedAt + RENEWAL_RETRY_MS };
+    }
   }
 
   #remainingMs(startedAt: number): number | undefined {
@@ -466,6 +488,10 @@ class AbilitySessionCore {
   #credentialsFor(method: string, startedAt: number): Credentials | Promise<Credentials> {
     const credentials = this.#credentials;
     const now = Date.now();
+    if (credentials === undefined) {
+      const refusal = this.#freshTokenRefusal;
+      if (refusal !== undefined && now < refusal.until) return Promise.reject(refusal.error);
+    }
     if (
       credentials === undefined || now >= credentials.usableUntil ||
       this.#proofTooOldToPresent(credentials, now)
@@ -644,7 +670,10 @@ class AbilitySessionCore {
       });
     }
     const perBatch = this.#options.transport.kind === 'http-batch';
-    if (!isBoundToken(token)) return { token, ...credentialTimes(token, undefined, perBatch) };
+    const arrival = { receivedAt: Date.now(), replacesRefused: refusedToken !== undefined };
+    if (!isBoundToken(token)) {
+      return { token, ...arrival, ...credentialTimes(token, undefined, perBatch) };
+    }
     const prover = this.#options.proveTokenPossession ?? requestToken.proveTokenPossession;
     if (typeof prover !== 'function') {
       throw new CapabilityAuthError(
@@ -655,7 +684,13 @@ class AbilitySessionCore {
     }
     const provedAt = Date.now();
     const proof = await prover({ token, targetServiceId, abilityId });
-    return { token, proof, provedAt, ...credentialTimes(token, provedAt, perBatch) };
+    return {
+      token,
+      proof,
+      provedAt,
+      ...arrival,
+      ...credentialTimes(token, provedAt, perBatch),
+    };
   }
 
   #metadata(remaining: number | undefined): OutboundRpcMetadata {
@@ -723,9 +758,10 @@ class AbilitySessionCore {
       (error) => {
         if (session.ability !== ability) return;
         // Credentials a renewal brought since are kept: the next call authenticates with them.
-        if (this.#credentials?.token === session.token) {
-          this.#credentials = undefined;
-          if (svcErrorInfo(error).status === 401) this.#refusedToken = session.token;
+        const credentials = this.#credentials;
+        if (credentials?.token === session.token) {
+          if (svcErrorInfo(error).status === 401) this.#tokenRefused(credentials, error);
+          else this.#credentials = undefined;
         }
         session.token = '';
         session.renewAt = Number.NEGATIVE_INFINITY;
