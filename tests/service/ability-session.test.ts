@@ -784,6 +784,8 @@ test('cloudflareNativeRpc refuses with a configuration error naming the alternat
       error.message,
       'cloudflareNativeRpc is not built yet: use cloudflareServiceBindingRpc or websocketRpc',
     );
+    // The same reason as every other surface that is not built yet.
+    assert.equal(svcErrorInfo(error).reason, 'not_built_yet');
     return true;
   });
 });

@@ -15,6 +15,6 @@ import type { RpcTransportFactory } from './outbound-metadata.ts';
 export function cloudflareNativeRpc(_binding: unknown): RpcTransportFactory {
   throw new SvcConfigurationError(
     'cloudflareNativeRpc is not built yet: use cloudflareServiceBindingRpc or websocketRpc',
-    { reason: 'not_implemented' },
+    { reason: 'not_built_yet' },
   );
 }
