@@ -116,7 +116,8 @@ export async function readBoundedBytes(
 export async function readBoundedText(
   message: BodyWithHeaders,
   maxBytes: number,
+  options: BoundedReadOptions = {},
 ): Promise<string | undefined> {
-  const bytes = await readBoundedBytes(message, maxBytes);
+  const bytes = await readBoundedBytes(message, maxBytes, options);
   return bytes === undefined ? undefined : utf8Decoder.decode(bytes);
 }

@@ -15,7 +15,7 @@
  * @module
  */
 import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'capnweb';
-import { readBoundedText } from '../core/bounded-body.ts';
+import { BodyReadTimeout, readBoundedText } from '../core/bounded-body.ts';
 import { MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import {
   CapabilityAuthError,
@@ -62,6 +62,11 @@ export interface ServeRpcOptions {
   /** Most messages in one HTTP batch; default {@link DEFAULT_MAX_BATCH_MESSAGES}. Past it: 413. */
   maxBatchMessages?: number;
   /**
+   * How long an HTTP-batch body may take to arrive, in milliseconds; default
+   * {@link DEFAULT_BATCH_BODY_TIMEOUT_MS}. Past it the body is dropped and the answer is 408.
+   */
+  batchBodyTimeoutMs?: number;
+  /**
    * Most calls and references the peer may hold in one WebSocket session at once (its unreleased
    * calls and unanswered stream writes); default {@link DEFAULT_MAX_SESSION_ENTRIES}. Past it the
    * session is aborted and the socket closed. The service's own stream writes do not count.
@@ -93,6 +98,13 @@ export interface ServeRpcOptions {
 
 /** Default largest HTTP-batch body: 4 MiB. */
 export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Default time an HTTP-batch body may take to arrive: the body is read before any token is
+ * checked, so without it a stranger could hold up to the size limit per connection for as long
+ * as the server keeps the connection open.
+ */
+export const DEFAULT_BATCH_BODY_TIMEOUT_MS = 10_000;
 
 /** Default most messages in one HTTP batch (a real batch carries a handful). */
 export const DEFAULT_MAX_BATCH_MESSAGES = 10_000;
@@ -288,7 +300,7 @@ function allowedMethods(transports: readonly string[]): string {
 
 /** What a refusal of this route says; the request id, when known, is added to it. */
 interface Refusal {
-  status: 400 | 405 | 413 | 426;
+  status: 400 | 405 | 408 | 413 | 426;
   reason: string;
   detail: string;
   headers?: HeadersInit;
@@ -371,10 +383,23 @@ class BatchServerTransport implements RpcTransport {
 async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promise<Response> {
   const maxBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
   const maxMessages = options.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES;
+  const timeoutMs = options.batchBodyTimeoutMs === undefined
+    ? DEFAULT_BATCH_BODY_TIMEOUT_MS
+    : Math.min(
+      requirePositiveInteger(options.batchBodyTimeoutMs, 'batchBodyTimeoutMs'),
+      MAX_TIMER_DELAY_MS,
+    );
   let text: string | undefined;
   try {
-    text = await readBoundedText(request, maxBytes);
-  } catch {
+    text = await readBoundedText(request, maxBytes, { timeoutMs });
+  } catch (error) {
+    if (error instanceof BodyReadTimeout) {
+      return refuse(options, {
+        status: 408,
+        reason: 'rpc_batch_timeout',
+        detail: 'The RPC batch body did not arrive in time',
+      });
+    }
     // The body stream failed: the client went away or broke the framing mid-body. Its own
     // doing, so a 400 (logged as a completed request), never a server failure at error level.
     return refuse(options, {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { RpcTarget } from 'capnweb';
-import { AbilityHandlerError, svcErrorInfo } from '../../src/core/errors.ts';
+import { AbilityHandlerError, SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import {
   DEFAULT_MAX_BATCH_BYTES,
@@ -189,6 +189,49 @@ test('a batch body that fails mid-way (the client went away) is a 400, and no se
   const problem = await problemOf(response);
   assert.equal(problem.reason, 'rpc_batch_unreadable');
   assert.equal(record.sessions.length, 0);
+});
+
+test('DOS-08 a batch body that stalls is a 408 after batchBodyTimeoutMs, its stream cancelled, and no session starts', async () => {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record, { batchBodyTimeoutMs: 100 });
+  let cancelled = false;
+  let sent = false;
+  // Sends the start of a batch, then nothing more, as a client holding the connection would.
+  const stalled = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent) return new Promise<void>(() => {});
+      sent = true;
+      controller.enqueue(new TextEncoder().encode('["push",["pipeline",0,["authent'));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  const started = Date.now();
+  const response = await endpoint.fetch(
+    new Request(RPC_URL, { method: 'POST', body: stalled, duplex: 'half' } as RequestInit),
+  );
+  assert.equal(response.status, 408);
+  const problem = await problemOf(response);
+  assert.equal(problem.reason, 'rpc_batch_timeout');
+  assert.ok(Date.now() - started < 5_000, `answered after ${Date.now() - started} ms`);
+  assert.equal(cancelled, true, 'the stalled body was released');
+  assert.equal(record.sessions.length, 0);
+});
+
+test('a batch body timeout that is not a positive integer is refused before the body is read', async () => {
+  for (const batchBodyTimeoutMs of [0, -1, 1.5, Number.NaN, '100']) {
+    await assert.rejects(
+      serveRpc(post('tiny'), {
+        transports: ['http-batch'],
+        createMain: fakeMainFactory(newFakeRecord()),
+        batchBodyTimeoutMs: batchBodyTimeoutMs as number,
+      }),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError && /batchBodyTimeoutMs/.test(error.message),
+      String(batchBodyTimeoutMs),
+    );
+  }
 });
 
 test('DOS-05 a declared Content-Length past the limit is refused unread', async () => {
