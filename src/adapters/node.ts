@@ -311,7 +311,7 @@ export function attachWebSocketUpgrades(
   options: { env?: Record<string, unknown> } = {},
 ): AttachedWebSocketUpgrades {
   checkFetchTarget(target, 'attachWebSocketUpgrades');
-  const { env } = resolveServeOptions(options, 'attachWebSocketUpgrades');
+  const { env } = resolveServeOptions(options, 'attachWebSocketUpgrades', ['env']);
   return attachUpgrades(server, target, env, undefined);
 }
 

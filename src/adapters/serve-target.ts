@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { WebSocketUpgrader } from '../service/websocket-upgrade.ts';
 
@@ -51,12 +52,6 @@ const MAX_PORT = 65_535;
 
 const SERVE_OPTION_NAMES: readonly string[] = ['port', 'hostname', 'env'];
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const prototype = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
-}
-
 /**
  * Refuses what cannot be served: a target without a `fetch` handler would fail every request
  * instead of failing here.
@@ -79,20 +74,19 @@ export function checkFetchTarget(target: unknown, helper: string): FetchTarget {
  * listener would misread: an empty hostname means "every interface" to Node's `listen`, so an
  * unset `HOST=` passed through would expose the server; a port outside 0–65535 or fractional is
  * refused rather than wrapped or rounded by the runtime; a misspelt option (`prot`, `host`) is
- * refused rather than silently serving on the defaults.
+ * refused rather than silently serving on the defaults. `known` narrows the accepted names for a
+ * helper that takes fewer of them.
  */
-export function resolveServeOptions(options: unknown, helper = 'serve'): ResolvedServeOptions {
+export function resolveServeOptions(
+  options: unknown,
+  helper = 'serve',
+  known: readonly string[] = SERVE_OPTION_NAMES,
+): ResolvedServeOptions {
   if (options === undefined) options = {};
   if (!isPlainObject(options)) {
     throw new SvcConfigurationError(`${helper}: options must be an object`);
   }
-  for (const name of Object.keys(options)) {
-    if (!SERVE_OPTION_NAMES.includes(name)) {
-      throw new SvcConfigurationError(
-        `${helper}: unknown option \`${name}\` (accepted: ${SERVE_OPTION_NAMES.join(', ')})`,
-      );
-    }
-  }
+  refuseUnknownKeys(options, known, helper);
   const { hostname = DEFAULT_SERVE_HOSTNAME, port = 0, env = {} } = options as ServeOptions;
   if (typeof hostname !== 'string' || hostname.trim() === '') {
     throw new SvcConfigurationError(

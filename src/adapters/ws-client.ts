@@ -10,6 +10,7 @@
  * @module
  */
 import { WebSocket as WsWebSocket } from 'ws';
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
 
@@ -50,16 +51,8 @@ function checkFactoryOptions(options: unknown): WsWebSocketFactoryOptions {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new SvcConfigurationError('wsWebSocketFactory: options must be an object');
   }
-  for (const name of Object.keys(options)) {
-    // A misspelt `maxPayLoad` would otherwise leave the default in force unnoticed.
-    if (!FACTORY_OPTION_NAMES.includes(name)) {
-      throw new SvcConfigurationError(
-        `wsWebSocketFactory: unknown option \`${name}\` (accepted: ${
-          FACTORY_OPTION_NAMES.join(', ')
-        })`,
-      );
-    }
-  }
+  // A misspelt `maxPayLoad` would otherwise leave the default in force unnoticed.
+  refuseUnknownKeys(options, FACTORY_OPTION_NAMES, 'wsWebSocketFactory');
   return options;
 }
 

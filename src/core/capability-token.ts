@@ -17,6 +17,7 @@ import {
   writeBase64Url,
 } from './base64url.ts';
 import type { CapabilityKeySet } from './capability-key-set.ts';
+import { refuseUnknownKeys } from './config-values.ts';
 import {
   CapabilityAuthError,
   hasSvcErrorShape,
@@ -360,12 +361,15 @@ function checkTimeClaims(claims: CapabilityTokenClaims, nowSeconds: number): voi
   }
 }
 
+const VERIFY_OPTIONS: readonly string[] = ['keys', 'issuer', 'audience', 'now'];
+
 function checkOptions(options: VerifyCapabilityTokenOptions): void {
   if (
     options === null || typeof options !== 'object' || typeof options.keys?.getKey !== 'function'
   ) {
     throw new SvcConfigurationError('verifyCapabilityToken needs options.keys (a key set)');
   }
+  refuseUnknownKeys(options, VERIFY_OPTIONS, 'verifyCapabilityToken');
   if (typeof options.issuer !== 'string' || options.issuer.length === 0) {
     throw new SvcConfigurationError('verifyCapabilityToken needs a non-empty options.issuer');
   }

@@ -1,10 +1,12 @@
 /**
  * How checks of options, documents and received fields look at a value they were handed: whether
- * it is a plain object (an object literal, not an array or a class instance), and how a refused
- * value is named in an error message without quoting more of it than a glance needs.
+ * it is a plain object (an object literal, not an array or a class instance), how a refused
+ * value is named in an error message without quoting more of it than a glance needs, and the
+ * one refusal of a key that no reader of an options object knows.
  *
  * @module
  */
+import { SvcConfigurationError } from './errors.ts';
 
 /** Whether `value` is an object literal (or has a `null` prototype). */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -23,4 +25,58 @@ export function describeConfigValue(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   return `a ${typeof value}`;
+}
+
+/** How {@link refuseUnknownKeys} words and tags its refusal. */
+export interface UnknownKeyRefusal {
+  /** What a key is called in the message: `option` (default) or `field` for definitions. */
+  noun?: 'option' | 'field';
+  /** The `reason` of the thrown `SvcConfigurationError`; default `configuration`. */
+  reason?: string;
+  /** A sentence appended to the message, for advice specific to one option object. */
+  advice?: string;
+}
+
+/** The first own enumerable key of `value` that `known` does not list, if any. */
+export function firstUnknownKey(value: object, known: readonly string[]): string | undefined {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) return key;
+  }
+  return undefined;
+}
+
+/**
+ * The message part naming an unknown key and the accepted ones:
+ * ``unknown option `ingres` (accepted: id, title, ...)``.
+ */
+export function unknownKeyProblem(
+  key: string,
+  known: readonly string[],
+  noun: 'option' | 'field' = 'option',
+): string {
+  // The key is quoted as JSON when it holds characters that would garble the message.
+  const shown = /^[\w$-]{1,64}$/.test(key) ? key : JSON.stringify(key.slice(0, 64));
+  return `unknown ${noun} \`${shown}\` (accepted: ${known.join(', ')})`;
+}
+
+/**
+ * Refuses an options object (or a definition) carrying a key nobody reads. A misspelt key
+ * would otherwise leave its default in force without a word, and some defaults are the unsafe
+ * choice (an `ingres` typo serving non-brokered tokens). Throws `SvcConfigurationError` with the
+ * message ``<label>: unknown option `<key>` (accepted: a, b, c)``; keys whose value is
+ * `undefined` count too, since a misspelt key is wrong whatever it holds.
+ */
+export function refuseUnknownKeys(
+  value: object,
+  known: readonly string[],
+  label: string,
+  refusal: UnknownKeyRefusal = {},
+): void {
+  const key = firstUnknownKey(value, known);
+  if (key === undefined) return;
+  const advice = refusal.advice === undefined ? '' : `. ${refusal.advice}`;
+  throw new SvcConfigurationError(
+    `${label}: ${unknownKeyProblem(key, known, refusal.noun)}${advice}`,
+    { reason: refusal.reason ?? 'configuration' },
+  );
 }

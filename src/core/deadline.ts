@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { describeConfigValue, isPlainObject } from './config-values.ts';
+import { describeConfigValue, isPlainObject, refuseUnknownKeys } from './config-values.ts';
 import { SvcConfigurationError } from './errors.ts';
 
 /** Ceiling of every unary ability method, service side, when nothing else is configured. */
@@ -74,13 +74,22 @@ function requirePolicyMs(value: unknown, label: string, field: string): number {
   return value;
 }
 
+/** The fields of a {@link TimeoutPolicy}: what a `timeout` option holds unless told otherwise. */
+export const TIMEOUT_POLICY_FIELDS: readonly string[] = ['defaultMs', 'maxMs'];
+
 /**
  * Validates a `timeout: { defaultMs, maxMs }` option at construction. `undefined` means no
  * policy. Each present field must be a positive integer of at most {@link MAX_SVC_TIMEOUT_MS};
- * `defaultMs` may not exceed `maxMs`. Other fields (a service's `methodMs`) are left to their own
- * validator and are not copied. Throws `SvcConfigurationError` naming `label` and the field.
+ * `defaultMs` may not exceed `maxMs`. A key `known` does not list is refused (a misspelt
+ * `defaultMS` would leave no default in force); the ones beyond the policy's own (a service's
+ * `methodMs`) are left to their own validator and are not copied. Throws
+ * `SvcConfigurationError` naming `label` and the field.
  */
-export function validateTimeoutPolicy(policy: unknown, label: string): TimeoutPolicy {
+export function validateTimeoutPolicy(
+  policy: unknown,
+  label: string,
+  known: readonly string[] = TIMEOUT_POLICY_FIELDS,
+): TimeoutPolicy {
   if (policy === undefined) return {};
   if (!isPlainObject(policy)) {
     throw new SvcConfigurationError(
@@ -90,6 +99,7 @@ export function validateTimeoutPolicy(policy: unknown, label: string): TimeoutPo
       { reason: 'invalid_timeout_policy' },
     );
   }
+  refuseUnknownKeys(policy, known, label, { reason: 'invalid_timeout_policy' });
   const validated: TimeoutPolicy = {};
   if (policy.defaultMs !== undefined) {
     validated.defaultMs = requirePolicyMs(policy.defaultMs, label, 'defaultMs');

@@ -8,6 +8,9 @@
  *
  * @module
  */
+// A cycle (config-values throws SvcConfigurationError), safe because neither module calls the
+// other while it is being evaluated.
+import { firstUnknownKey, unknownKeyProblem } from './config-values.ts';
 
 /** The five classifications of the contract's error taxonomy. */
 export type SvcErrorCode =
@@ -116,15 +119,17 @@ export class SvcTimeoutError extends SvcError {
  * `retryable` defaults by status (true for 408, 429, 502, 503, 504).
  *
  * @throws TypeError when `status` is not an integer from 400 to 599, `reason` is not 1 to 256
- *   characters of letters, digits and `_.:-`, or `retryable` is not a boolean. Read back, such a
- *   field would silently become 500 or vanish, so the author learns of it instead: thrown inside
- *   a handler, the TypeError is an unshaped failure, logged as `svc.ability.handler_failed`.
+ *   characters of letters, digits and `_.:-`, `retryable` is not a boolean, or `options` has
+ *   another key (a misspelt `retriable`). Read back, such a field would silently become 500 or
+ *   vanish, so the author learns of it instead: thrown inside a handler, the TypeError is an
+ *   unshaped failure, logged as `svc.ability.handler_failed`.
  */
 export class AbilityHandlerError extends SvcError {
   constructor(
     message: string,
     options: { reason?: string; retryable?: boolean; status?: number } = {},
   ) {
+    checkHandlerErrorOptions(options);
     const status = handlerErrorStatus(options.status);
     super(message, {
       code: 'handler',
@@ -133,6 +138,20 @@ export class AbilityHandlerError extends SvcError {
       ...(options.reason !== undefined ? { reason: handlerErrorReason(options.reason) } : {}),
     });
     this.name = 'AbilityHandlerError';
+  }
+}
+
+const HANDLER_ERROR_OPTIONS: readonly string[] = ['reason', 'retryable', 'status'];
+
+function checkHandlerErrorOptions(options: unknown): void {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(
+      'AbilityHandlerError: options must be an object { reason?, retryable?, status? }',
+    );
+  }
+  const key = firstUnknownKey(options, HANDLER_ERROR_OPTIONS);
+  if (key !== undefined) {
+    throw new TypeError(`AbilityHandlerError: ${unknownKeyProblem(key, HANDLER_ERROR_OPTIONS)}`);
   }
 }
 

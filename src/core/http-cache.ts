@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { isPlainObject } from './config-values.ts';
+import { isPlainObject, refuseUnknownKeys } from './config-values.ts';
 import { SvcConfigurationError } from './errors.ts';
 
 /** `max-age` of a cacheable document when `httpCache` is enabled without a value. */
@@ -43,7 +43,7 @@ export interface ResolvedHttpCache {
 export const NO_STORE_HEADERS: Readonly<{ 'Cache-Control': string; Pragma: string }> = Object
   .freeze({ 'Cache-Control': 'no-store', Pragma: 'no-cache' });
 
-const KNOWN_FIELDS = new Set(['maxAgeSeconds', 'staleWhileRevalidateSeconds', 'tags']);
+const KNOWN_FIELDS: readonly string[] = ['maxAgeSeconds', 'staleWhileRevalidateSeconds', 'tags'];
 
 // A tag is one comma-separated item of `Cache-Tag`, and a header value holds bytes, not text:
 // visible ASCII only, without the list separator, quotes or parameter delimiters.
@@ -107,9 +107,7 @@ export function resolveHttpCache(option: unknown, label: string): ResolvedHttpCa
   if (!isPlainObject(option)) {
     refuse(label, 'must be true, false or { maxAgeSeconds?, staleWhileRevalidateSeconds?, tags? }');
   }
-  for (const field of Object.keys(option)) {
-    if (!KNOWN_FIELDS.has(field)) refuse(label, `has an unknown field ${JSON.stringify(field)}`);
-  }
+  refuseUnknownKeys(option, KNOWN_FIELDS, label, { reason: 'invalid_http_cache' });
   return Object.freeze({
     maxAgeSeconds: seconds(
       option.maxAgeSeconds,

@@ -65,7 +65,9 @@ function guarded(callback: SvcLogCallback): SvcEventLog {
  * Builds the emitter for a surface's log option: `undefined` writes one JSON line per event to
  * the console (`console.error` for level `error`, else `console.log`); `false` discards events;
  * a callback (or `{ log }`) receives each event and the request context. The emitter never
- * throws, whatever the sink does. Any other option value refuses the configuration.
+ * throws, whatever the sink does. Any other option value refuses the configuration. An object
+ * with `log` is a sink, called as a method: its other members (its own state, a logger's other
+ * methods) are its business, so they are not refused as unknown options.
  */
 export function createEventLog(option: SvcLogOption, label = 'log'): SvcEventLog {
   if (option === false) return noOp;

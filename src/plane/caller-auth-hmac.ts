@@ -85,7 +85,7 @@ interface RegisteredClient {
 const refuseConfig: ConfigurationRefuser = configurationRefuser('hmacServiceClientAuth');
 
 function hmacClients(clients: unknown): Map<string, RegisteredClient> {
-  return registeredClients(clients, '{ serviceId, secret }', refuseConfig, (clientId, client) => {
+  return registeredClients(clients, ['serviceId', 'secret'], refuseConfig, (clientId, client) => {
     const { secret } = client;
     if (typeof secret !== 'string' || secret.length === 0) {
       refuseConfig(`client ${clientId} needs a non-empty secret`);

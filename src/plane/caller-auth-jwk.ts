@@ -139,7 +139,7 @@ function registeredKey(jwk: unknown, where: string): [string, RegisteredKey] {
 }
 
 function jwkClients(clients: unknown): Map<string, RegisteredClient> {
-  return registeredClients(clients, '{ serviceId, keys }', refuseConfig, (clientId, client) => {
+  return registeredClients(clients, ['serviceId', 'keys'], refuseConfig, (clientId, client) => {
     const { keys } = client;
     if (!Array.isArray(keys) || keys.length === 0) {
       refuseConfig(`client ${clientId} needs at least one public key`);

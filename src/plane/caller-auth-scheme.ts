@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { firstUnknownKey, unknownKeyProblem } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { createEventLog, type SvcLogOption } from '../core/logging.ts';
 import { isWellFormedClientId } from '../service/token-request-signing.ts';
@@ -51,13 +52,12 @@ export function refuseUnknownOptions(
   known: readonly string[],
   refuse: ConfigurationRefuser,
 ): void {
-  for (const name of Object.keys(options)) {
-    if (known.includes(name)) continue;
-    refuse(
-      `unknown option \`${name}\` (accepted: ${known.join(', ')}). No replay store is accepted: ` +
-        'narrow the replay window with the timestamp or assertion lifetime option instead',
-    );
-  }
+  const name = firstUnknownKey(options, known);
+  if (name === undefined) return;
+  refuse(
+    `${unknownKeyProblem(name, known)}. No replay store is accepted: ` +
+      'narrow the replay window with the timestamp or assertion lifetime option instead',
+  );
 }
 
 /** An optional integer option in `1..max`; `fallback` when absent. */
@@ -76,16 +76,18 @@ export function boundedIntegerOption(
 }
 
 /**
- * Checks a `clients` option (an object by client id, each with a non-empty `serviceId`) and
- * returns it as a Map, so a client id such as `constructor` or `__proto__` never reaches a
- * prototype. `register` checks and prepares the scheme's own credentials of one client.
+ * Checks a `clients` option (an object by client id, each an object with a non-empty
+ * `serviceId` and no field beyond `fields`) and returns it as a Map, so a client id such as
+ * `constructor` or `__proto__` never reaches a prototype. `register` checks and prepares the
+ * scheme's own credentials of one client.
  */
 export function registeredClients<Credentials>(
   clients: unknown,
-  shape: string,
+  fields: readonly string[],
   refuse: ConfigurationRefuser,
   register: (clientId: string, client: Record<string, unknown>) => Credentials,
 ): Map<string, { serviceId: string } & Credentials> {
+  const shape = `{ ${fields.join(', ')} }`;
   if (clients === null || typeof clients !== 'object' || Array.isArray(clients)) {
     refuse(`\`clients\` must be an object of ${shape} by client id`);
   }
@@ -94,12 +96,19 @@ export function registeredClients<Credentials>(
     if (!isWellFormedClientId(clientId)) {
       refuse(`client id ${JSON.stringify(clientId)} is not 1..200 visible ASCII characters`);
     }
-    const fields = (client ?? {}) as Record<string, unknown>;
-    const serviceId = fields.serviceId;
+    if (client === null || typeof client !== 'object' || Array.isArray(client)) {
+      refuse(`client ${clientId} must be ${shape}`);
+    }
+    const record = client as Record<string, unknown>;
+    const unknown = firstUnknownKey(record, fields);
+    if (unknown !== undefined) {
+      refuse(`client ${clientId}: ${unknownKeyProblem(unknown, fields, 'field')}`);
+    }
+    const serviceId = record.serviceId;
     if (typeof serviceId !== 'string' || serviceId.length === 0) {
       refuse(`client ${clientId} needs a non-empty serviceId`);
     }
-    registered.set(clientId, { serviceId, ...register(clientId, fields) });
+    registered.set(clientId, { serviceId, ...register(clientId, record) });
   }
   return registered;
 }

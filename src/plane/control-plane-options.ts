@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { type TimeoutPolicy, validateTimeoutPolicy } from '../core/deadline.ts';
 import {
@@ -62,6 +63,24 @@ export interface ResolvedControlPlaneOptions {
 
 const NOT_BUILT_YET = ['invocationMiddleware', 'openapi', 'rpc', 'mcp'] as const;
 
+/**
+ * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
+ * The front doors not built yet are listed too, so they reach their own `not_built_yet` refusal.
+ */
+const CONTROL_PLANE_OPTIONS: readonly string[] = [
+  'id',
+  'issuer',
+  'signingKeys',
+  'authenticateCaller',
+  'services',
+  'httpCache',
+  'discoveryCache',
+  'timeout',
+  'log',
+  'ttlSeconds',
+  ...NOT_BUILT_YET,
+];
+
 function text(value: unknown, field: string, fallback: string): string {
   if (value === undefined) return fallback;
   if (typeof value !== 'string' || value.length === 0) {
@@ -99,13 +118,17 @@ function ttl(value: unknown): number {
   return value;
 }
 
-/** Validates `createControlPlane` options; every refusal names the option at fault. */
+/**
+ * Validates `createControlPlane` options; every refusal names the option at fault. A key no
+ * reader knows (a misspelt `ttlSecond`) is refused rather than leaving its default in force.
+ */
 export function resolveControlPlaneOptions(
   options: ControlPlaneOptions,
 ): ResolvedControlPlaneOptions {
   if (options === null || typeof options !== 'object') {
     throw new SvcConfigurationError('createControlPlane: options object required');
   }
+  refuseUnknownKeys(options, CONTROL_PLANE_OPTIONS, 'createControlPlane');
   for (const name of NOT_BUILT_YET) {
     const value = options[name];
     if (value !== undefined && value !== false) {

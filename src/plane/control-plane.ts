@@ -5,7 +5,8 @@
  * @module
  */
 import { Hono } from 'hono';
-import { CapabilityAuthError } from '../core/errors.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
+import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog } from '../core/logging.ts';
 import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
@@ -45,13 +46,24 @@ export interface IssueForCallerOptions {
   requestId?: string;
 }
 
+/** Every key of {@link IssueForCallerOptions}. */
+const ISSUE_FOR_CALLER_OPTIONS: readonly string[] = [
+  'caller',
+  'targetServiceId',
+  'scopes',
+  'abilityId',
+  'ttlSeconds',
+  'context',
+  'requestId',
+];
+
 /**
  * Creates a control plane. Configuration errors (a duplicate signing key id, an option that is
  * not built yet, invalid limits) are thrown here, before anything is served.
  */
 export function createControlPlane(options: ControlPlaneOptions) {
   const resolved = resolveControlPlaneOptions(options);
-  const log = createEventLog(options.log);
+  const log = createEventLog(options.log, 'createControlPlane: `log`');
   const authorityFor = (env: unknown): Promise<SigningAuthority> =>
     signingAuthorityFromOption(options.signingKeys, env);
   // A static key list is checked now (a duplicate kid refuses to start) and imported once.
@@ -74,12 +86,18 @@ export function createControlPlane(options: ControlPlaneOptions) {
   });
 
   async function issueCapabilityTokenForCaller(request: IssueForCallerOptions) {
-    if ('subject' in (request as object)) {
+    if (request === null || typeof request !== 'object' || Array.isArray(request)) {
+      throw new SvcConfigurationError('issueCapabilityTokenForCaller: options must be an object');
+    }
+    if ('subject' in request) {
       throw new CapabilityAuthError('A caller may not assert a delegated subject', {
         status: 403,
         reason: 'subject_not_allowed',
       });
     }
+    // Checked here, not only by the issuer: a `confirmationJkt` passed beside the caller would
+    // otherwise be stamped as if the plane had proved that key.
+    refuseUnknownKeys(request, ISSUE_FOR_CALLER_OPTIONS, 'issueCapabilityTokenForCaller');
     const { caller, ...rest } = request;
     return await issuer.issueCapabilityToken({
       ...rest,

@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
@@ -86,8 +87,14 @@ export interface CloudflareServiceBindingOptions {
 export interface LocalServiceOptions {
   /** The service id. */
   id: string;
-  /** An in-process service: anything with the `fetch` of `createService`. */
-  service: { fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response> };
+  /**
+   * An in-process service made by `createService`. Its `discovery` method marks it as a service
+   * (a control plane has a `fetch` too); the plane reads the document over `fetch` all the same.
+   */
+  service: {
+    fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
+    discovery(): unknown;
+  };
   /** Scopes granted per caller. */
   grants: ServiceGrant[];
 }
@@ -112,16 +119,34 @@ function built(endpoint: ServiceEndpoint): ServiceEndpoint {
   return frozen;
 }
 
+const ENDPOINT_REFUSAL = 'invalid_service_endpoint';
+const GRANT_FIELDS: readonly string[] = ['caller', 'scopes'];
+const HTTP_SERVICE_OPTIONS: readonly string[] = ['id', 'url', 'grants', 'createWebSocket', 'fetch'];
+const BINDING_SERVICE_OPTIONS: readonly string[] = [
+  'id',
+  'binding',
+  'grants',
+  'abilityRpc',
+  'createWebSocket',
+];
+const LOCAL_SERVICE_OPTIONS: readonly string[] = ['id', 'service', 'grants'];
+
 function refuse(label: string, field: string, problem: string): never {
   throw new SvcConfigurationError(`${label}: \`${field}\` ${problem}`, {
-    reason: 'invalid_service_endpoint',
+    reason: ENDPOINT_REFUSAL,
   });
 }
 
-function requireOptionsObject(value: unknown, label: string): Record<string, unknown> {
+/** The options as a record with no key beyond `known` (a misspelt one would be ignored). */
+function requireOptionsObject(
+  value: unknown,
+  label: string,
+  known: readonly string[],
+): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     refuse(label, 'options', 'must be an object');
   }
+  refuseUnknownKeys(value, known, label, { reason: ENDPOINT_REFUSAL });
   return value as Record<string, unknown>;
 }
 
@@ -186,11 +211,10 @@ export function validateGrants(
       refuse(label, at, 'must be an object { caller, scopes }');
     }
     const record = grant as Record<string, unknown>;
-    for (const key of Object.keys(record)) {
-      if (key !== 'caller' && key !== 'scopes') {
-        refuse(label, `${at}.${key}`, 'is not a grant field');
-      }
-    }
+    refuseUnknownKeys(record, GRANT_FIELDS, `${label}: \`${at}\``, {
+      noun: 'field',
+      reason: ENDPOINT_REFUSAL,
+    });
     const caller = validateGrantCaller(record.caller, label, `${at}.caller`);
     if (callers.has(caller)) {
       refuse(label, `${at}.caller`, `repeats caller "${caller}": list its scopes in one grant`);
@@ -294,7 +318,7 @@ function noWebSocketRoute(endpointId: string, how: string): never {
  */
 export function httpService(options: HttpServiceOptions): ServiceEndpoint {
   const label = 'httpService';
-  const record = requireOptionsObject(options, label);
+  const record = requireOptionsObject(options, label, HTTP_SERVICE_OPTIONS);
   const id = validateServiceId(record.id, label);
   const base = validateBaseUrl(record.url, label);
   const grants = validateGrants(record.grants, label);
@@ -336,7 +360,7 @@ export function cloudflareServiceBinding(
   options: CloudflareServiceBindingOptions,
 ): ServiceEndpoint {
   const label = 'cloudflareServiceBinding';
-  const record = requireOptionsObject(options, label);
+  const record = requireOptionsObject(options, label, BINDING_SERVICE_OPTIONS);
   const id = validateServiceId(record.id, label);
   const binding = record.binding as ServiceBindingFetcher | undefined;
   if (binding === null || typeof binding !== 'object' || typeof binding.fetch !== 'function') {
@@ -373,11 +397,21 @@ export function cloudflareServiceBinding(
  */
 export function localService(options: LocalServiceOptions): ServiceEndpoint {
   const label = 'localService';
-  const record = requireOptionsObject(options, label);
+  const record = requireOptionsObject(options, label, LOCAL_SERVICE_OPTIONS);
   const id = validateServiceId(record.id, label);
   const service = record.service as LocalServiceOptions['service'] | undefined;
-  if (service === null || typeof service !== 'object' || typeof service.fetch !== 'function') {
-    refuse(label, 'service', 'must be a service with a fetch method (createService)');
+  // `discovery` tells a service from anything else with a `fetch`: a control plane passed here
+  // by mistake would otherwise be accepted and fail each token request with an opaque 500.
+  if (
+    service === null || typeof service !== 'object' || typeof service.fetch !== 'function' ||
+    typeof service.discovery !== 'function'
+  ) {
+    refuse(
+      label,
+      'service',
+      'must be a service made by createService (with fetch and discovery methods); a control ' +
+        'plane or a bare fetch handler is not one',
+    );
   }
   const grants = validateGrants(record.grants, label);
   const discoveryUrl = routeBelow(internalBase, SERVICE_DISCOVERY_PATH);

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { type ConnInfo, serializeConnInfo } from '../core/conn-info.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { DelegatedSubject } from '../core/identity.ts';
@@ -50,6 +51,19 @@ export interface InProcessSessionOptions {
   timeoutMs?: number;
 }
 
+/** Every key of {@link InProcessSessionOptions} (the contract's in-process session options). */
+const SESSION_OPTIONS: readonly string[] = [
+  'abilityId',
+  'targetServiceId',
+  'scopes',
+  'caller',
+  'connInfo',
+  'idempotencyKey',
+  'requestId',
+  'timeoutMs',
+];
+const CALLER_FIELDS: readonly string[] = ['id', 'kind', 'orgId', 'principalKind'];
+
 interface SessionDependencies {
   planeServiceId: string;
   catalog: Catalog;
@@ -64,13 +78,18 @@ function text(value: unknown, field: string): string {
   return value;
 }
 
-/** Validates a broker caller; `orgId` and `principalKind` belong to user-class callers only. */
+/**
+ * Validates a broker caller; `orgId` and `principalKind` belong to user-class callers only. A
+ * field beyond those is refused: a misspelt `orgID` would otherwise mint the subject without
+ * its organisation.
+ */
 export function validateBrokerCaller(caller: unknown, label: string): BrokerCaller {
   if (caller === null || typeof caller !== 'object' || Array.isArray(caller)) {
     throw new SvcConfigurationError(
       `${label}: caller must be { id, kind, orgId?, principalKind? }`,
     );
   }
+  refuseUnknownKeys(caller, CALLER_FIELDS, `${label}: \`caller\``, { noun: 'field' });
   const record = caller as Record<string, unknown>;
   const id = text(record.id, 'caller.id');
   if (record.kind !== 'service' && record.kind !== 'user') {
@@ -245,6 +264,53 @@ function deferredTransport(
   };
 }
 
+/**
+ * The options object, with no key beyond the contract's: a misspelt `caler` would otherwise
+ * run the session as the plane itself, with no subject.
+ */
+function sessionOptions(options: unknown): Record<string, unknown> {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError('abilitySession: options must be an object');
+  }
+  refuseUnknownKeys(options, SESSION_OPTIONS, 'abilitySession');
+  return options as Record<string, unknown>;
+}
+
+/**
+ * The ability id, which must belong to the target (`<targetServiceId>.<name>`, as
+ * `createService` requires of its abilities): another one could only fail at the first call.
+ */
+function abilityOfTarget(options: Record<string, unknown>): [string, string] {
+  const abilityId = text(options.abilityId, 'abilityId');
+  const targetServiceId = text(options.targetServiceId, 'targetServiceId');
+  if (!abilityId.startsWith(`${targetServiceId}.`)) {
+    throw new SvcConfigurationError(
+      `abilitySession: \`abilityId\` "${abilityId}" is not an ability of \`targetServiceId\` ` +
+        `"${targetServiceId}" (its id must start with "${targetServiceId}.")`,
+      { reason: 'ability_target_mismatch' },
+    );
+  }
+  return [abilityId, targetServiceId];
+}
+
+/**
+ * The requested scopes: a non-empty list of non-empty strings. The issuer refuses an empty list
+ * on every mint, so a session asking for none could never make a call.
+ */
+function requestedScopes(scopes: unknown): string[] {
+  if (
+    !Array.isArray(scopes) || scopes.length === 0 ||
+    !scopes.every((scope) => typeof scope === 'string' && scope.length > 0)
+  ) {
+    throw new SvcConfigurationError(
+      'abilitySession: `scopes` must be a non-empty array of scope names (a token is never ' +
+        'minted without one)',
+      { reason: 'scopes_required' },
+    );
+  }
+  return scopes;
+}
+
 /** The session budget: a whole, non-negative number of milliseconds (`0` fails every call). */
 function budgetOf(timeoutMs: unknown): number | undefined {
   if (timeoutMs === undefined) return undefined;
@@ -265,8 +331,8 @@ export function createInProcessSessions(deps: SessionDependencies) {
       options: InProcessSessionOptions,
       bindings?: unknown,
     ): AbilitySession<Api> {
-      const abilityId = text(options?.abilityId, 'abilityId');
-      const targetServiceId = text(options.targetServiceId, 'targetServiceId');
+      const [abilityId, targetServiceId] = abilityOfTarget(sessionOptions(options));
+      const scopes = requestedScopes(options.scopes);
       const caller = options.caller === undefined
         ? undefined
         : validateBrokerCaller(options.caller, 'abilitySession');
@@ -283,7 +349,7 @@ export function createInProcessSessions(deps: SessionDependencies) {
           ? selectTransport(target.endpoint, ability)
           : keptTransport(target.endpoint, ability, selected.kind);
         const issued = await deps.issuer.mintWithTarget(
-          { ...shape, targetServiceId, scopes: options.scopes, abilityId, context: bindings },
+          { ...shape, targetServiceId, scopes, abilityId, context: bindings },
           target.document.ingress !== undefined,
           target,
         );
@@ -298,7 +364,7 @@ export function createInProcessSessions(deps: SessionDependencies) {
         abilityId,
         callerServiceId: shape.callerServiceId,
         targetServiceId,
-        scopes: options.scopes,
+        scopes,
         requestToken,
         transport: deferredTransport(
           () => selected?.transport,

@@ -9,6 +9,7 @@
  * @module
  */
 import { type CapabilityTokenClaims, signCapabilityToken } from '../core/capability-token.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { CallerAccess, DelegatedSubject } from '../core/identity.ts';
 import { isPrincipalKindTooLong, MAX_PRINCIPAL_KIND_LENGTH } from '../core/token-claims.ts';
@@ -63,6 +64,21 @@ export interface IssuerDependencies {
   now?: () => number;
 }
 
+/** Every key of {@link IssueCapabilityTokenOptions}. */
+const ISSUE_OPTIONS: readonly string[] = [
+  'callerServiceId',
+  'targetServiceId',
+  'scopes',
+  'callerAccess',
+  'subject',
+  'abilityId',
+  'ttlSeconds',
+  'confirmationJkt',
+  'context',
+  'requestId',
+];
+const SUBJECT_FIELDS: readonly string[] = ['id', 'kind', 'orgId'];
+
 function requireText(value: unknown, field: string): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw new SvcConfigurationError(
@@ -78,6 +94,8 @@ function checkSubject(subject: DelegatedSubject): DelegatedSubject {
       'issueCapabilityToken: `subject` must be { id, kind?, orgId? }',
     );
   }
+  // A misspelt `orgID` would mint the subject without its organisation.
+  refuseUnknownKeys(subject, SUBJECT_FIELDS, 'issueCapabilityToken: `subject`', { noun: 'field' });
   const checked: DelegatedSubject = { id: requireText(subject.id, 'subject.id') };
   if (subject.kind !== undefined) {
     const kind = requireText(subject.kind, 'subject.kind');
@@ -107,6 +125,17 @@ export function effectiveTtlSeconds(requested: unknown, planeTtlSeconds: number)
     });
   }
   return Math.min(requested, ceiling);
+}
+
+/**
+ * The options of a direct mint as an object with no key beyond {@link ISSUE_OPTIONS}: a
+ * misspelt `ttlSecond` or `subjet` would otherwise mint a token the caller did not ask for.
+ */
+function checkIssueOptions(options: unknown, label: string): void {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError(`${label}: options must be an object`);
+  }
+  refuseUnknownKeys(options, ISSUE_OPTIONS, label);
 }
 
 /** Builds the issuer functions over one catalog and one signing authority. */
@@ -193,10 +222,12 @@ export function createIssuer(deps: IssuerDependencies) {
   return {
     /** Mints a non-brokered token for trusted plane code. */
     async issueCapabilityToken(options: IssueCapabilityTokenOptions) {
+      checkIssueOptions(options, 'issueCapabilityToken');
       return strip(await mint(options, false));
     },
     /** Mints a brokered token: carries the signed `spb` ingress-protected services require. */
     async issueBrokeredCapabilityToken(options: IssueCapabilityTokenOptions) {
+      checkIssueOptions(options, 'issueBrokeredCapabilityToken');
       return strip(await mint(options, true));
     },
     /**

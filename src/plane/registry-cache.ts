@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 
 /** An asynchronous key-value store with per-entry expiry, shared or process-local. */
@@ -134,6 +135,9 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
       reason: 'invalid_registry_cache',
     });
   }
+  refuseUnknownKeys(options, ['maxEntries', 'now'], 'memoryRegistryCache', {
+    reason: 'invalid_registry_cache',
+  });
   const maxEntries = validateMaxEntries(options.maxEntries);
   const now = validateClock(options.now);
   // A Map iterates in insertion order; re-inserting on every hit makes the first key the least
@@ -224,7 +228,7 @@ export interface ResolvedDiscoveryCaches {
   default: RegistryCache | undefined;
 }
 
-const PURPOSE_KEYS: ReadonlySet<string> = new Set(['token', 'openapi', 'default']);
+const PURPOSE_KEYS: readonly string[] = ['token', 'openapi', 'default'];
 
 /** Whether a value has the three methods of a {@link RegistryCache}. */
 export function isRegistryCache(value: unknown): value is RegistryCache {
@@ -246,11 +250,7 @@ function purposeChoice(value: unknown, field: string): RegistryCache | false | u
 }
 
 function resolveKeyedCaches(option: Record<string, unknown>): ResolvedDiscoveryCaches {
-  for (const key of Object.keys(option)) {
-    if (!PURPOSE_KEYS.has(key)) {
-      refuse(`unknown key \`${key}\` (expected token, openapi or default)`);
-    }
-  }
+  refuseUnknownKeys(option, PURPOSE_KEYS, 'discoveryCache', { reason: 'invalid_discovery_cache' });
   const defaultChoice = purposeChoice(option.default, 'default');
   const fallback = defaultChoice === undefined
     ? memoryRegistryCache()

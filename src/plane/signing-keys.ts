@@ -17,6 +17,7 @@ import {
   readCapabilityJwks,
 } from '../core/capability-key-set.ts';
 import type { CapabilitySigner } from '../core/capability-token.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 import { withLazyDeadline } from '../core/settle-within.ts';
 
@@ -52,6 +53,9 @@ const ES256 = { name: 'ECDSA', hash: 'SHA-256' } as const;
 const PKCS8_PEM = /^-----BEGIN PRIVATE KEY-----([A-Za-z0-9+/=\s]+)-----END PRIVATE KEY-----$/;
 const MAX_SIGNING_KEYS = 32;
 
+const SIGNING_KEY_ENTRY_FIELDS: readonly string[] = ['kid', 'secret'];
+const GENERATE_OPTIONS: readonly string[] = ['kid', 'format'];
+
 function refuse(message: string): never {
   throw new SvcConfigurationError(message, { reason: 'invalid_signing_keys' });
 }
@@ -85,6 +89,10 @@ export function checkSigningKeyEntries(entries: unknown): SigningKeyEntry[] {
   const seen = new Set<string>();
   return entries.map((entry, index) => {
     if (!isPlainRecord(entry)) refuse(`Capability signing key ${index} must be { kid, secret }`);
+    refuseUnknownKeys(entry, SIGNING_KEY_ENTRY_FIELDS, `Capability signing key ${index}`, {
+      noun: 'field',
+      reason: 'invalid_signing_keys',
+    });
     const kid = checkKid(entry.kid, index);
     if (seen.has(kid)) refuse(`Duplicate capability signing key id: ${kid}`);
     seen.add(kid);
@@ -319,10 +327,21 @@ function pemFromPkcs8(der: ArrayBuffer): string {
   return ['-----BEGIN PRIVATE KEY-----', ...lines, '-----END PRIVATE KEY-----'].join('\n');
 }
 
-/** Generates a fresh P-256 signing key as a ready `signingKeys` entry. */
+/**
+ * Generates a fresh P-256 signing key as a ready `signingKeys` entry. Rejects with
+ * `SvcConfigurationError` for an unknown option, a `format` other than `jwk` or `pem`, or an
+ * invalid `kid`.
+ */
 export async function generateSigningKeyEntry(
   options: GenerateSigningKeyOptions = {},
 ): Promise<SigningKeyEntry & { secret: string }> {
+  if (!isPlainRecord(options)) refuse('generateSigningKeyEntry: options must be an object');
+  refuseUnknownKeys(options, GENERATE_OPTIONS, 'generateSigningKeyEntry', {
+    reason: 'invalid_signing_keys',
+  });
+  if (options.format !== undefined && options.format !== 'jwk' && options.format !== 'pem') {
+    refuse("generateSigningKeyEntry: `format` must be 'jwk' or 'pem'");
+  }
   const kid = checkKid(options.kid ?? defaultKid(), 0);
   const pair = await crypto.subtle.generateKey(ES256_IMPORT, true, ['sign', 'verify']);
   if (options.format === 'pem') {

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import {
   AbilityValidationError,
   CapabilityAuthError,
@@ -69,6 +70,7 @@ export interface CapabilityTokenEntrypoint {
 }
 
 const LABEL = 'capabilityTokenEntrypoint';
+const ENTRYPOINT_OPTIONS: readonly string[] = ['callerServiceId', 'context'];
 
 function isText(value: unknown, maxLength: number): value is string {
   return typeof value === 'string' && value.length > 0 && value.length <= maxLength;
@@ -148,8 +150,13 @@ function checkOptions(plane: unknown, options: unknown): CapabilityTokenEntrypoi
       reason: 'invalid_token_entrypoint',
     });
   }
-  const callerServiceId = (options as Partial<CapabilityTokenEntrypointOptions> | null)
-    ?.callerServiceId;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError(`${LABEL}: options must be an object { callerServiceId }`, {
+      reason: 'invalid_token_entrypoint',
+    });
+  }
+  refuseUnknownKeys(options, ENTRYPOINT_OPTIONS, LABEL, { reason: 'invalid_token_entrypoint' });
+  const callerServiceId = (options as Partial<CapabilityTokenEntrypointOptions>).callerServiceId;
   if (!isText(callerServiceId, MAX_TOKEN_REQUEST_ID_LENGTH)) {
     throw new SvcConfigurationError(`${LABEL}: \`callerServiceId\` must be a non-empty string`, {
       reason: 'invalid_token_entrypoint',

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { isPlainObject } from '../core/config-values.ts';
+import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { VerifiedIdentity } from '../core/identity.ts';
@@ -89,7 +89,7 @@ export interface AbilityDefinition<M extends AbilityMethods = AbilityMethods> {
   readonly handler: (input: HandlerFactoryInput) => AbilityHandlerObject<M>;
 }
 
-const ALLOWED_KEYS: ReadonlySet<string> = new Set([
+const ALLOWED_KEYS: readonly string[] = [
   'id',
   'title',
   'description',
@@ -99,7 +99,9 @@ const ALLOWED_KEYS: ReadonlySet<string> = new Set([
   'methods',
   'rpc',
   'handler',
-]);
+];
+const RPC_FIELDS: readonly string[] = ['path', 'transports'];
+const FIELD_REFUSAL = { noun: 'field', reason: 'invalid_ability' } as const;
 
 const definedAbilities = new WeakSet<object>();
 
@@ -187,9 +189,7 @@ function checkRpc(value: unknown, id: string, label: string): AbilityDefinition[
     refuse(label, 'rpc', 'must be an object { path?, transports? }');
   }
   const rpc = (value ?? {}) as Record<string, unknown>;
-  for (const key of Object.keys(rpc)) {
-    if (key !== 'path' && key !== 'transports') refuse(label, `rpc.${key}`, 'is not an rpc field');
-  }
+  refuseUnknownKeys(rpc, RPC_FIELDS, `${label}: rpc`, FIELD_REFUSAL);
   const path = rpc.path ?? `/rpc/${id}`;
   const problem = rpcPathProblem(path);
   if (problem !== undefined) refuse(label, 'rpc.path', problem);
@@ -229,9 +229,7 @@ export function defineAbility<M extends AbilityMethods>(
   if (!isPlainObject(definition)) refuse('defineAbility', 'definition', 'must be an object');
   const id = checkId(definition.id);
   const label = `defineAbility(${id})`;
-  for (const key of Object.keys(definition)) {
-    if (!ALLOWED_KEYS.has(key)) refuse(label, key, 'is not an ability definition field');
-  }
+  refuseUnknownKeys(definition, ALLOWED_KEYS, label, FIELD_REFUSAL);
   if (typeof definition.handler !== 'function') {
     refuse(label, 'handler', 'must be a factory function');
   }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { isPlainObject } from '../core/config-values.ts';
+import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { scopeNameProblem } from './identifiers.ts';
 
@@ -29,6 +29,10 @@ export interface CapabilityCatalogOptions {
   scopes?: Record<string, { description?: string }>;
 }
 
+const CATALOG_FIELDS: readonly string[] = ['serviceId', 'scopes'];
+const SCOPE_FIELDS: readonly string[] = ['description'];
+const FIELD_REFUSAL = { noun: 'field', reason: 'invalid_capabilities' } as const;
+
 function refuse(label: string, field: string, problem: string): never {
   throw new SvcConfigurationError(`${label}: ${field} ${problem}`, {
     reason: 'invalid_capabilities',
@@ -40,9 +44,7 @@ function checkScope(label: string, name: string, value: unknown): CapabilityScop
   if (problem !== undefined) refuse(label, `scope ${JSON.stringify(name)}`, problem);
   const field = `scopes[${JSON.stringify(name)}]`;
   if (!isPlainObject(value)) refuse(label, field, 'must be an object');
-  for (const key of Object.keys(value)) {
-    if (key !== 'description') refuse(label, `${field}.${key}`, 'is not a scope field');
-  }
+  refuseUnknownKeys(value, SCOPE_FIELDS, `${label}: ${field}`, FIELD_REFUSAL);
   if (value.description !== undefined && typeof value.description !== 'string') {
     refuse(label, `${field}.description`, 'must be a string');
   }
@@ -67,9 +69,7 @@ export function checkCapabilityCatalog(catalog: unknown, label: string): Capabil
   if (!isPlainObject(catalog)) {
     refuse(label, 'catalog', 'must be an object { serviceId?, scopes? }');
   }
-  for (const key of Object.keys(catalog)) {
-    if (key !== 'serviceId' && key !== 'scopes') refuse(label, key, 'is not a catalog field');
-  }
+  refuseUnknownKeys(catalog, CATALOG_FIELDS, label, FIELD_REFUSAL);
   if (
     catalog.serviceId !== undefined &&
     (typeof catalog.serviceId !== 'string' || catalog.serviceId.length === 0)

@@ -26,6 +26,7 @@ import {
   readCapabilityJwks,
 } from '../core/capability-key-set.ts';
 import { type BodyWithHeaders, readBoundedText } from '../core/bounded-body.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../core/errors.ts';
 
@@ -105,6 +106,22 @@ function resolveTimerMs(
     );
   }
   return value;
+}
+
+const REMOTE_JWKS_OPTIONS: readonly string[] = [
+  'cacheTtlSeconds',
+  'fetchTimeoutMs',
+  'failureCooldownMs',
+];
+const JWKS_FROM_URL_OPTIONS: readonly string[] = [...REMOTE_JWKS_OPTIONS, 'fetch'];
+const JWKS_FROM_BINDING_OPTIONS: readonly string[] = [...REMOTE_JWKS_OPTIONS, 'url'];
+
+/** The options as an object with no key beyond `known` (a misspelt TTL would keep the default). */
+function checkRemoteOptions(options: unknown, known: readonly string[], label: string): void {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError(`${label}: options must be an object`);
+  }
+  refuseUnknownKeys(options, known, label);
 }
 
 function resolveRemoteTimings(options: RemoteJwksOptions, label: string): RemoteTimings {
@@ -255,6 +272,7 @@ function cachedRemoteKeySet(fetcher: JwksFetcher, timings: RemoteTimings): Capab
  */
 export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {}): CapabilityKeySet {
   const label = 'jwksFromUrl';
+  checkRemoteOptions(options, JWKS_FROM_URL_OPTIONS, label);
   const target = parseConfiguredUrl(url);
   if (target === undefined) {
     throw new SvcConfigurationError(`${label}: the JWKS URL must be an absolute http(s) URL`);
@@ -288,6 +306,7 @@ export function jwksFromServiceBinding(
   if (binding === null || typeof binding !== 'object' || typeof binding.fetch !== 'function') {
     throw new SvcConfigurationError(`${label}: a binding with fetch(request) is required`);
   }
+  checkRemoteOptions(options, JWKS_FROM_BINDING_OPTIONS, label);
   const url = options.url ?? DEFAULT_BINDING_JWKS_URL;
   try {
     new URL(url);

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { isPlainObject } from '../core/config-values.ts';
+import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import { validateMethodTimeoutMs } from '../core/deadline.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import {
@@ -103,7 +103,7 @@ export interface MethodJsonSchemas {
   output: JsonSchema;
 }
 
-const ALLOWED_KEYS: ReadonlySet<string> = new Set([
+const ALLOWED_KEYS: readonly string[] = [
   'input',
   'output',
   'scopes',
@@ -113,7 +113,10 @@ const ALLOWED_KEYS: ReadonlySet<string> = new Set([
   'stream',
   'timeoutMs',
   'description',
-]);
+];
+const REST_FIELDS: readonly string[] = ['method', 'path', 'status'];
+const MCP_FIELDS: readonly string[] = ['name', 'description'];
+const FIELD_REFUSAL = { noun: 'field', reason: 'invalid_method' } as const;
 
 const jsonSchemasByMethod = new WeakMap<MethodDefinition, MethodJsonSchemas>();
 
@@ -161,6 +164,7 @@ function checkRest(value: unknown, label: string, inputJsonSchema: JsonSchema): 
   if (!isPlainObject(value)) {
     return refuse(label, 'rest', 'must be an object { method, path, status? }');
   }
+  refuseUnknownKeys(value, REST_FIELDS, `${label}: rest`, FIELD_REFUSAL);
   if (!(REST_METHODS as readonly unknown[]).includes(value.method)) {
     refuse(label, 'rest.method', `must be one of ${REST_METHODS.join(', ')}`);
   }
@@ -182,6 +186,7 @@ function checkRest(value: unknown, label: string, inputJsonSchema: JsonSchema): 
 
 function checkMcp(value: unknown, label: string): McpProjection {
   if (!isPlainObject(value)) return refuse(label, 'mcp', 'must be an object { name, description }');
+  refuseUnknownKeys(value, MCP_FIELDS, `${label}: mcp`, FIELD_REFUSAL);
   if (typeof value.name !== 'string' || !MCP_TOOL_NAME_PATTERN.test(value.name)) {
     refuse(label, 'mcp.name', 'must be 1 to 128 ASCII letters, digits, `_`, `.` or `-`');
   }
@@ -206,9 +211,7 @@ function checkStreamTimeout(timeoutMs: number | undefined, label: string): void 
 export function checkMethodDefinition(definition: unknown, label: string): MethodDefinition {
   if (isRegisteredMethod(definition)) return definition;
   if (!isPlainObject(definition)) refuse(label, 'definition', 'must be an object');
-  for (const key of Object.keys(definition)) {
-    if (!ALLOWED_KEYS.has(key)) refuse(label, key, 'is not a method definition field');
-  }
+  refuseUnknownKeys(definition, ALLOWED_KEYS, label, FIELD_REFUSAL);
   const input = checkSchema(definition.input, label, 'input');
   const output = checkSchema(definition.output, label, 'output');
   const jsonSchemas: MethodJsonSchemas = {

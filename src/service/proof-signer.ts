@@ -11,7 +11,8 @@
  */
 import { decodeBase64Url } from '../core/base64url.ts';
 import { capabilityKeyThumbprint } from '../core/capability-token.ts';
-import { CapabilityAuthError } from '../core/errors.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
+import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { ProofSigner } from './ability-session.ts';
 import { CAPABILITY_PROOF_TYP, tokenHashForProof } from './proof-verify.ts';
 import {
@@ -29,6 +30,7 @@ export interface JwkCapabilityProofSignerOptions {
   now?: () => number;
 }
 
+const PROOF_SIGNER_OPTIONS: readonly string[] = ['privateJwk', 'now'];
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The `cnf.jkt` of a token, read without verifying it (the service verifies). */
@@ -62,7 +64,16 @@ export function boundKeyThumbprint(token: string): string | undefined {
  * the token is not bound at all.
  */
 export function jwkCapabilityProofSigner(options: JwkCapabilityProofSignerOptions): ProofSigner {
-  checkPrivateP256Jwk(options?.privateJwk, 'jwkCapabilityProofSigner');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError(
+      'jwkCapabilityProofSigner: options must be { privateJwk, now? }',
+    );
+  }
+  refuseUnknownKeys(options, PROOF_SIGNER_OPTIONS, 'jwkCapabilityProofSigner');
+  if (options.now !== undefined && typeof options.now !== 'function') {
+    throw new SvcConfigurationError('jwkCapabilityProofSigner: `now` must be a function');
+  }
+  checkPrivateP256Jwk(options.privateJwk, 'jwkCapabilityProofSigner');
   const now = options.now ?? Date.now;
   let imported: Promise<{ key: CallerSigningKey; jkt: string }> | undefined;
   const signingKey = () =>

@@ -3,11 +3,12 @@
  *
  * @module
  */
-import { describeConfigValue, isPlainObject } from '../core/config-values.ts';
+import { describeConfigValue, isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import type { MiddlewareHandler } from 'hono';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { CapabilityKeySet } from '../core/capability-token.ts';
 import {
+  TIMEOUT_POLICY_FIELDS,
   type TimeoutPolicy,
   validateServiceMethodCeiling,
   validateTimeoutPolicy,
@@ -83,6 +84,27 @@ export interface ResolvedServiceOptions {
 
 const SERVICE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
+/** Every key `createService` reads: the contract's service options and `upgradeWebSocket`. */
+const SERVICE_OPTIONS: readonly string[] = [
+  'id',
+  'title',
+  'version',
+  'auth',
+  'ingress',
+  'capabilities',
+  'abilities',
+  'httpCache',
+  'timeout',
+  'logger',
+  'requestId',
+  'middleware',
+  'upgradeWebSocket',
+];
+const AUTH_OPTIONS: readonly string[] = ['jwks', 'issuer'];
+const INGRESS_OPTIONS: readonly string[] = ['brokerServiceId'];
+const SERVICE_TIMEOUT_OPTIONS: readonly string[] = ['methodMs', ...TIMEOUT_POLICY_FIELDS];
+const REQUEST_ID_OPTIONS: readonly string[] = ['generator'];
+
 function requireText(value: unknown, field: string): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw new SvcConfigurationError(`createService: \`${field}\` must be a non-empty string`);
@@ -117,6 +139,9 @@ function requireRequestIdGenerator(option: unknown): (() => string) | undefined 
       { reason: 'invalid_request_id_option' },
     );
   }
+  refuseUnknownKeys(option, REQUEST_ID_OPTIONS, 'createService: `requestId`', {
+    reason: 'invalid_request_id_option',
+  });
   const generator = option.generator;
   if (generator !== undefined && typeof generator !== 'function') {
     throw new SvcConfigurationError(
@@ -133,11 +158,33 @@ function isKeySet(value: unknown): value is CapabilityKeySet {
     typeof (value as CapabilityKeySet).getKey === 'function';
 }
 
-/** Validates `createService` options; every refusal names the field at fault. */
+/**
+ * The ingress option's broker id. Ingress is a security control: anything but an object naming
+ * exactly `brokerServiceId` is refused, never read as "no ingress".
+ */
+function requireIngress(option: unknown): string | undefined {
+  if (option === undefined) return undefined;
+  if (!isPlainObject(option)) {
+    throw new SvcConfigurationError(
+      `createService: \`ingress\` must be an object { brokerServiceId } (got ${
+        describeConfigValue(option)
+      })`,
+    );
+  }
+  refuseUnknownKeys(option, INGRESS_OPTIONS, 'createService: `ingress`');
+  return requireText(option.brokerServiceId, 'ingress.brokerServiceId');
+}
+
+/**
+ * Validates `createService` options; every refusal names the field at fault. A key no reader
+ * knows (a misspelt `ingres`, `timeout.defaultMS`) is refused: its default would otherwise stay
+ * in force unnoticed, and for `ingress` the default is no enforcement at all.
+ */
 export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceOptions {
   if (options === null || typeof options !== 'object') {
     throw new SvcConfigurationError('createService: options object required');
   }
+  refuseUnknownKeys(options, SERVICE_OPTIONS, 'createService');
   const id = requireText(options.id, 'id');
   if (!SERVICE_ID_PATTERN.test(id)) {
     throw new SvcConfigurationError(
@@ -148,16 +195,14 @@ export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceO
   if (auth === null || typeof auth !== 'object') {
     throw new SvcConfigurationError('createService: `auth` ({ jwks, issuer }) is required');
   }
+  refuseUnknownKeys(auth, AUTH_OPTIONS, 'createService: `auth`');
   const issuer = requireText(auth.issuer, 'auth.issuer');
   const keys = isKeySet(auth.jwks) ? auth.jwks : staticJwks(auth.jwks);
-  let brokerServiceId: string | undefined;
-  if (options.ingress !== undefined) {
-    brokerServiceId = requireText(options.ingress?.brokerServiceId, 'ingress.brokerServiceId');
-  }
+  const brokerServiceId = requireIngress(options.ingress);
   if (!Array.isArray(options.abilities)) {
     throw new SvcConfigurationError('createService: `abilities` must be an array');
   }
-  const { methodMs, ...policy } = requireTimeoutOptions(options.timeout);
+  const timeout = requireTimeoutOptions(options.timeout);
   const requestIdGenerator = requireRequestIdGenerator(options.requestId);
   const middleware = options.middleware === undefined
     ? []
@@ -177,8 +222,15 @@ export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceO
     keys,
     ...(brokerServiceId !== undefined ? { brokerServiceId } : {}),
     httpCache: resolveHttpCache(options.httpCache, 'createService: `httpCache`'),
-    timeoutPolicy: validateTimeoutPolicy(policy, 'createService: `timeout`'),
-    methodCeilingMs: validateServiceMethodCeiling(methodMs, 'createService: `timeout.methodMs`'),
+    timeoutPolicy: validateTimeoutPolicy(
+      timeout,
+      'createService: `timeout`',
+      SERVICE_TIMEOUT_OPTIONS,
+    ),
+    methodCeilingMs: validateServiceMethodCeiling(
+      timeout.methodMs,
+      'createService: `timeout.methodMs`',
+    ),
     middleware,
     ...(requestIdGenerator !== undefined ? { requestIdGenerator } : {}),
   };

@@ -91,7 +91,7 @@ export function createService(options: ServiceOptions): SvcService {
     'svc:discovery',
     `svc:service:${resolved.id}`,
   ]);
-  const sink = createEventLog(options.logger);
+  const sink = createEventLog(options.logger, 'createService: `logger`');
   const generateId = resolved.requestIdGenerator ?? generateRequestId;
 
   const emit = (c: Context | undefined, event: SvcLogEvent): void => {

@@ -157,12 +157,14 @@ export async function createFixture(options: FixtureOptions = {}) {
   };
   const behindPlane = (id: FixtureServiceId) => ({
     fetch: (request: Request, env?: unknown, ctx?: unknown) => live[id].fetch(request, env, ctx),
+    discovery: () => live[id].discovery(),
   });
   const stoppable = {
     fetch: (request: Request, env?: unknown, ctx?: unknown) =>
       svcDStopped
         ? Promise.reject(new TypeError('fetch failed: connection refused'))
         : live['svc-d'].fetch(request, env, ctx),
+    discovery: () => live['svc-d'].discovery(),
   };
 
   const allScopes = {

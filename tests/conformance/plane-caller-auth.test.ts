@@ -23,6 +23,7 @@ import {
   TOKEN_URL,
   tokenBody,
 } from './plane-fixture.ts';
+import { fetchOnlyService } from '../support/fetch-only-service.ts';
 
 type Report = { identity: Record<string, unknown> };
 
@@ -403,12 +404,9 @@ test('Caller authentication r7: a target whose discovery failed gets its unknown
   const broken = localService({
     id: 'svc-broken',
     grants: [{ caller: 'svc-caller', scopes: ['svc-broken.read'] }],
-    service: {
-      fetch: () =>
-        Promise.resolve(
-          new Response(answer, { headers: { 'Content-Type': 'application/json' } }),
-        ),
-    },
+    service: fetchOnlyService(() =>
+      Promise.resolve(new Response(answer, { headers: { 'Content-Type': 'application/json' } }))
+    ),
   });
   const fx = await createPlaneDeployment({ extraServices: [broken] });
   for (answer of answers) {

@@ -15,6 +15,7 @@ import {
   readResponse,
   tokenBody,
 } from './plane-fixture.ts';
+import { fetchOnlyService } from '../support/fetch-only-service.ts';
 
 test('Catalog: services(context) receives the runtime context of the request', async () => {
   const fx = await createPlaneDeployment();
@@ -22,7 +23,7 @@ test('Catalog: services(context) receives the runtime context of the request', a
   const endpoints = [
     localService({
       id: 'svc-a',
-      service: { fetch: fx.serviceFetch('svc-a') },
+      service: fetchOnlyService(fx.serviceFetch('svc-a')),
       grants: [{ caller: 'svc-caller', scopes: ['svc-a.read'] }],
     }),
   ];
@@ -71,7 +72,7 @@ test('Catalog: the token endpoint and sessions fail closed when the catalog cann
     ['duplicate ids', () => {
       const endpoint = localService({
         id: 'svc-a',
-        service: { fetch: fx.serviceFetch('svc-a') },
+        service: fetchOnlyService(fx.serviceFetch('svc-a')),
         grants: [],
       });
       return [endpoint, endpoint];

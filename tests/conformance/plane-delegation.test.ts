@@ -32,7 +32,8 @@ const toSvcA = {
 test('Delegation r1: plane code asserts subjects (session and direct mint)', async () => {
   const fx = await createPlaneDeployment();
   using session = fx.plane.abilitySession({
-    ...toSvcA,
+    targetServiceId: toSvcA.targetServiceId,
+    scopes: toSvcA.scopes,
     abilityId: 'svc-a.echo',
     caller: { id: 'alice', kind: 'user', orgId: 'org-1' },
   });
@@ -121,7 +122,8 @@ test('Delegation r2: direct mints need callerAccess and are never brokered', asy
   using accepted = fx.session('svc-b.echo', { token: brokered.token });
   assert.equal(((await accepted.whoami({})) as Report).identity.brokerServiceId, PLANE_ID);
   using session = fx.plane.abilitySession({
-    ...toSvcB,
+    targetServiceId: toSvcB.targetServiceId,
+    scopes: toSvcB.scopes,
     abilityId: 'svc-b.echo',
     caller: { id: 'alice', kind: 'user' },
   });

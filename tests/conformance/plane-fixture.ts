@@ -32,6 +32,7 @@ import {
   type SigningKeyName,
 } from './plane-credentials.ts';
 import { fixtureServices, ISS, PLANE_ID, PLANE_URL } from './fixture.ts';
+import { fetchOnlyService } from '../support/fetch-only-service.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -189,7 +190,11 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
 
   const endpoints = (): ServiceEndpoint[] => [
     ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) =>
-      localService({ id, service: { fetch: serviceFetch(id) }, grants: grantsFor(id) })
+      localService({
+        id,
+        service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
+        grants: grantsFor(id),
+      })
     ),
     ...(options.extraServices ?? []),
   ];
@@ -389,15 +394,13 @@ export function fakeService(
   const endpoint = localService({
     id,
     grants,
-    service: {
-      fetch(request: Request) {
-        received.push(new URL(request.url).pathname);
-        if (typeof discovery === 'function') {
-          return Promise.resolve((discovery as () => Response | Promise<Response>)());
-        }
-        return Promise.resolve(Response.json(discovery));
-      },
-    },
+    service: fetchOnlyService((request: Request) => {
+      received.push(new URL(request.url).pathname);
+      if (typeof discovery === 'function') {
+        return Promise.resolve((discovery as () => Response | Promise<Response>)());
+      }
+      return Promise.resolve(Response.json(discovery));
+    }),
   });
   return { endpoint, received };
 }

@@ -22,6 +22,7 @@ import {
   type PlaneDeployment,
   sleep,
 } from './plane-fixture.ts';
+import { fetchOnlyService } from '../support/fetch-only-service.ts';
 
 type Report = {
   identity: Record<string, unknown>;
@@ -248,15 +249,20 @@ test('In-process session: scopes, target and ability are checked against catalog
   const fx = await createPlaneDeployment();
   const cases: [Partial<InProcessSessionOptions>, string][] = [
     [{ scopes: ['svc-a.nope'] }, 'unknown_scope'],
-    [{ targetServiceId: 'svc-zz' }, 'unknown_target'],
+    [{ targetServiceId: 'svc-zz', abilityId: 'svc-zz.echo' }, 'unknown_target'],
     [{ abilityId: 'svc-a.missing' }, 'unknown_ability'],
-    [{ abilityId: 'svc-c.echo' }, 'unknown_ability'],
     [{ scopes: ['svc-a.read'], caller: { id: 'svc-stranger', kind: 'service' } }, 'grant_denied'],
   ];
   for (const [extra, reason] of cases) {
     using session = fx.plane.abilitySession(echo(extra));
     await assertRefusal(session.whoami({}), { code: 'capability_auth', status: 403, reason });
   }
+  // An ability of another service is known to be wrong before any catalog lookup.
+  assert.throws(
+    () => fx.plane.abilitySession(echo({ abilityId: 'svc-c.echo' })),
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && error.reason === 'ability_target_mismatch',
+  );
   assert.equal(fx.rpcRequests('svc-a').length, 0);
 });
 
@@ -332,7 +338,7 @@ async function transportDeployment(
       httpService({ id: 'svc-w', url: 'https://svc-w.test', grants, fetch: serviceFetch }),
     'binding-without-sockets': () =>
       cloudflareServiceBinding({ id: 'svc-w', grants, binding: { fetch: serviceFetch } }),
-    'local': () => localService({ id: 'svc-w', grants, service: { fetch: serviceFetch } }),
+    'local': () => localService({ id: 'svc-w', grants, service: fetchOnlyService(serviceFetch) }),
   };
   let mints = 0;
   const controlPlane = createControlPlane({

@@ -50,7 +50,7 @@ test('REG-01 a discovery id other than the endpoint id is not accepted', async (
     assert.equal(response.body.reason, 'unknown_target', claimed);
     assert.equal(response.body.token, undefined);
     using session = fx.plane.abilitySession({
-      abilityId: `${claimed}.echo`,
+      abilityId: `${FAKE}.echo`,
       targetServiceId: FAKE,
       scopes: [`${FAKE}.read`],
     });

@@ -17,7 +17,7 @@ test('Catalog createService refuses a catalog the plane would refuse, naming the
     [{ scopes: { 'svc-c read': {} } }, /scope "svc-c read" must not contain whitespace/],
     [{ scopes: { 'svc-c.read': { description: 42 } } }, /description must be a string/],
     [{ scopes: ['svc-c.read'] }, /scopes must be an object mapping scope names/],
-    [{ serviceId: 'svc-c', extra: true }, /extra is not a catalog field/],
+    [{ serviceId: 'svc-c', extra: true }, /unknown field `extra` \(accepted: serviceId, scopes\)/],
   ];
   for (const [capabilities, pattern] of cases) {
     assert.throws(

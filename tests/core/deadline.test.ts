@@ -117,9 +117,24 @@ test('validateTimeoutPolicy accepts valid policies and copies only its fields', 
     defaultMs: 5000,
     maxMs: 5000,
   });
-  assert.deepEqual(validateTimeoutPolicy({ maxMs: 600_000, methodMs: false }, 'svc'), {
-    maxMs: 600_000,
-  });
+  const serviceFields = ['methodMs', 'defaultMs', 'maxMs'];
+  assert.deepEqual(
+    validateTimeoutPolicy({ maxMs: 600_000, methodMs: false }, 'svc', serviceFields),
+    { maxMs: 600_000 },
+  );
+});
+
+test('validateTimeoutPolicy refuses a key it was not told of, naming it', () => {
+  assertConfigurationError(
+    () => validateTimeoutPolicy({ maxMs: 2000, defaultMS: 500 }, 'plane'),
+    'plane',
+    'unknown option `defaultMS` (accepted: defaultMs, maxMs)',
+  );
+  assertConfigurationError(
+    () => validateTimeoutPolicy({ methodMs: 5 }, 'plane'),
+    'plane',
+    'unknown option `methodMs`',
+  );
 });
 
 test('validateTimeoutPolicy refuses 0, negatives, fractions, non-numbers and oversized values', () => {

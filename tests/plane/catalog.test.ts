@@ -23,6 +23,7 @@ import {
   fakeService,
   mainAbility,
 } from './discovery-fixtures.ts';
+import { fetchOnlyService } from '../support/fetch-only-service.ts';
 
 function catalogOf(
   services: CatalogOptions['services'],
@@ -372,7 +373,7 @@ test('non-200 answers are unreachable (500); invalid JSON, non-UTF-8 and oversiz
     services: [localService({
       id: 'svc-a',
       grants: [],
-      service: { fetch: () => Promise.resolve(new Response(bytes)) },
+      service: fetchOnlyService(() => Promise.resolve(new Response(bytes))),
     })],
     caches: resolveDiscoveryCaches(false),
     log: false,

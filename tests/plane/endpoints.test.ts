@@ -10,6 +10,7 @@ import {
   validateGrants,
   validateServiceEndpoint,
 } from '../../src/plane/endpoints.ts';
+import { fetchOnlyService } from '../support/fetch-only-service.ts';
 
 type Capture = { requests: Request[]; fetch: (request: Request) => Promise<Response> };
 
@@ -159,7 +160,7 @@ test('rpcTransport refuses RPC paths that could leave the service, on every endp
     httpService({ id: 'svc-a', url: 'https://gw.example/svc-a/', grants, fetch: seen.fetch }),
     httpService({ id: 'svc-a', url: 'https://a.example', grants, createWebSocket }),
     cloudflareServiceBinding({ id: 'svc-a', binding: seen, grants, createWebSocket }),
-    localService({ id: 'svc-a', service: seen, grants }),
+    localService({ id: 'svc-a', service: fetchOnlyService(seen.fetch), grants }),
   ];
   for (const endpoint of endpoints) {
     for (const path of ESCAPING_RPC_PATHS) {
@@ -261,7 +262,7 @@ test('grants: callers and scopes are checked, wildcards and duplicate callers re
     [[{ caller: 'x', scopes: ['a', ''] }], /grants\[0\]\.scopes\[1\]/],
     [[{ caller: 'x', scopes: ['*'] }], /grants\[0\]\.scopes\[0\].*wildcard/],
     [[{ caller: 'x', scopes: ['svc-a.*'] }], /wildcard/],
-    [[{ caller: 'x', scopes: ['a'], extra: true }], /grants\[0\]\.extra/],
+    [[{ caller: 'x', scopes: ['a'], extra: true }], /`grants\[0\]`: unknown field `extra`/],
     [
       [{ caller: 'x', scopes: ['a'] }, { caller: 'x', scopes: ['b'] }],
       /grants\[1\]\.caller.*repeats caller "x"/,
@@ -278,7 +279,7 @@ test('grants: callers and scopes are checked, wildcards and duplicate callers re
 test('grants are kept sorted, de-duplicated and frozen', () => {
   const endpoint = localService({
     id: 'svc-a',
-    service: { fetch: () => Promise.resolve(new Response('{}')) },
+    service: fetchOnlyService(() => Promise.resolve(new Response('{}'))),
     grants: [{ caller: 'caller-1', scopes: ['svc-a.write', 'svc-a.read', 'svc-a.write'] }],
   });
   assert.deepEqual(endpoint.grants, [{
@@ -340,7 +341,7 @@ test('cloudflareServiceBinding never infers abilityRpc and needs createWebSocket
 
 test('localService calls service.fetch in-process for discovery and HTTP-batch; no WebSocket', async () => {
   const seen = capture(() => new Response('', { status: 500 }));
-  const endpoint = localService({ id: 'svc-l', service: { fetch: seen.fetch }, grants });
+  const endpoint = localService({ id: 'svc-l', service: fetchOnlyService(seen.fetch), grants });
   assert.equal(endpoint.kind, 'local');
   await endpoint.fetchDiscovery({ signal: new AbortController().signal });
   assert.equal(new URL(seen.requests[0].url).pathname, '/.well-known/svc/service.json');
@@ -355,7 +356,7 @@ test('localService calls service.fetch in-process for discovery and HTTP-batch; 
 });
 
 test('validateServiceEndpoint accepts built and well-formed hand-written endpoints only', () => {
-  const built = localService({ id: 'svc-l', service: { fetch: capture().fetch }, grants });
+  const built = localService({ id: 'svc-l', service: fetchOnlyService(capture().fetch), grants });
   assert.equal(validateServiceEndpoint(built, 'test'), built);
   const handWritten: ServiceEndpoint = {
     id: 'svc-h',

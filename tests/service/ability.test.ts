@@ -90,7 +90,7 @@ test('exposure, access and scopes are checked', () => {
   refuses({ id: 'svc-a.x', methods: { ping }, title: 1 }, /title must be a string/);
   refuses(
     { id: 'svc-a.x', methods: { ping }, owner: 'me' },
-    /owner is not an ability definition field/,
+    /unknown field `owner`/,
   );
 });
 
@@ -222,7 +222,7 @@ test('rpc.path and rpc.transports are checked', () => {
   );
   refuses(
     { id: 'svc-a.x', methods: { ping }, rpc: { host: 'x' } },
-    /rpc\.host is not an rpc field/,
+    /rpc: unknown field `host` \(accepted: path, transports\)/,
   );
 });
 

@@ -86,9 +86,12 @@ test('serviceId, descriptions and unknown fields are checked', () => {
   refuses({ serviceId: 5 }, /serviceId must be a non-empty string/);
   refuses({ scopes: { 'svc-a.read': { description: 5 } } }, /description must be a string/);
   refuses({ scopes: { 'svc-a.read': 'Read' } }, /must be an object/);
-  refuses({ scopes: { 'svc-a.read': { title: 'x' } } }, /title is not a scope field/);
+  refuses(
+    { scopes: { 'svc-a.read': { title: 'x' } } },
+    /unknown field `title` \(accepted: description\)/,
+  );
   refuses({ scopes: ['svc-a.read'] }, /scopes must be an object/);
-  refuses({ service: 'svc-a' }, /service is not a catalog field/);
+  refuses({ service: 'svc-a' }, /unknown field `service`/);
   refuses(null, /catalog must be an object/);
 });
 

@@ -243,7 +243,7 @@ test('flags, scopes and unknown fields are checked', () => {
   refuses({ input: itemInput, output: anyOutput, scopes: [''] }, /non-empty/);
   refuses(
     { input: itemInput, output: anyOutput, timeout: 5 },
-    /timeout is not a method definition field/,
+    /unknown field `timeout`/,
   );
   refuses({ input: itemInput, output: anyOutput, description: 5 }, /description must be a string/);
 });

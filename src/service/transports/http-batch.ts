@@ -11,6 +11,7 @@
  */
 import { RpcSession, type RpcTransport } from 'capnweb';
 import { readBoundedText } from '../../core/bounded-body.ts';
+import { refuseUnknownKeys } from '../../core/config-values.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
 import {
   applyMetadataHeaders,
@@ -248,8 +249,36 @@ function isFetchFunction(target: unknown): target is RpcFetch {
   return typeof target === 'function';
 }
 
-function rpcUrlFor(options: HttpBatchRpcOptions, target: RpcOpenTarget | undefined): URL {
-  if (options.url !== undefined) return new URL(options.url);
+const HTTP_BATCH_RPC_OPTIONS: readonly string[] = ['url'];
+
+/**
+ * The options with no key beyond `url`, and `url` only where it is read: with a fetch-function
+ * target. Beside a URL target it would be ignored, so a batch would go where it does not say.
+ */
+function checkBatchOptions(
+  options: unknown,
+  fetchTarget: boolean,
+  label: string,
+): URL | undefined {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError(`${label}: options must be an object { url? }`);
+  }
+  refuseUnknownKeys(options, HTTP_BATCH_RPC_OPTIONS, label);
+  const url = (options as HttpBatchRpcOptions).url;
+  if (url === undefined) return undefined;
+  if (!fetchTarget) {
+    throw new SvcConfigurationError(
+      `${label}: \`url\` applies to a fetch-function target only; the target already is the URL`,
+    );
+  }
+  try {
+    return new URL(url);
+  } catch {
+    throw new SvcConfigurationError(`${label}: \`url\` is not an absolute URL`);
+  }
+}
+
+function rpcUrlFor(target: RpcOpenTarget | undefined): URL {
   if (target === undefined) {
     throw new SvcInternalError('An in-process HTTP-batch transport needs an ability id or a url', {
       reason: 'rpc_route_unknown',
@@ -270,7 +299,8 @@ export function httpBatchRpc(
   target: string | URL | RpcFetch,
   options: HttpBatchRpcOptions = {},
 ): RpcTransportFactory {
-  const fixedUrl = isFetchFunction(target) ? undefined : new URL(target);
+  const optionUrl = checkBatchOptions(options, isFetchFunction(target), 'httpBatchRpc');
+  const fixedUrl = isFetchFunction(target) ? optionUrl : new URL(target);
   const doFetch: RpcFetch = isFetchFunction(target) ? target : (request) => fetch(request);
   // Each batch opens a session: its route is parsed once per ability, not once per batch.
   const routes = new Map<string, URL>();
@@ -278,7 +308,7 @@ export function httpBatchRpc(
     const abilityId = openTarget?.abilityId;
     const known = abilityId === undefined ? undefined : routes.get(abilityId);
     if (known !== undefined) return known;
-    const url = rpcUrlFor(options, openTarget);
+    const url = rpcUrlFor(openTarget);
     if (abilityId !== undefined && routes.size < MAX_REMEMBERED_ROUTES) routes.set(abilityId, url);
     return url;
   };
@@ -315,5 +345,6 @@ export function cloudflareServiceBindingRpc(
       'cloudflareServiceBindingRpc needs a binding with a fetch method',
     );
   }
+  checkBatchOptions(options, true, 'cloudflareServiceBindingRpc');
   return httpBatchRpc((request) => binding.fetch(request), options);
 }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { refuseUnknownKeys } from '../../core/config-values.ts';
 import { SvcConfigurationError } from '../../core/errors.ts';
 import {
   type OpenedRpcSession,
@@ -63,27 +64,48 @@ function validOpenTimeout(timeoutMs: number): number {
   return timeoutMs;
 }
 
-function globalWebSocket(url: string): WebSocket {
+const WEBSOCKET_RPC_OPTIONS: readonly string[] = ['createWebSocket', 'openTimeoutMs'];
+
+/**
+ * The socket factory: the one given, else the runtime's global `WebSocket`, looked up now so a
+ * runtime without one (Node 20) is refused at construction, before any token is requested.
+ */
+function socketFactory(createWebSocket: unknown): (url: string) => WebSocket {
+  if (createWebSocket !== undefined) {
+    if (typeof createWebSocket !== 'function') {
+      throw new SvcConfigurationError(
+        'websocketRpc: `createWebSocket` must be a function (url) => WebSocket',
+      );
+    }
+    return createWebSocket as (url: string) => WebSocket;
+  }
   const Constructor = (globalThis as { WebSocket?: new (url: string) => WebSocket }).WebSocket;
   if (typeof Constructor !== 'function') {
     throw new SvcConfigurationError(
-      'This runtime has no global WebSocket: pass createWebSocket (on Node 20, ' +
-        'nodeWebSocketFactory() from the Node adapter)',
+      'websocketRpc: this runtime has no global WebSocket: pass the `createWebSocket` option ' +
+        '(on Node 20, nodeWebSocketFactory() from the Node adapter)',
+      { reason: 'websocket_unavailable' },
     );
   }
-  return new Constructor(url);
+  return (socketUrl) => new Constructor(socketUrl);
 }
 
 /**
  * WebSocket caller transport. The factory (default: the global `WebSocket`) receives the final
- * URL, with `request_id`, `timeout`, `idempotency_key` and `conn_info` in its query.
+ * URL, with `request_id`, `timeout`, `idempotency_key` and `conn_info` in its query. Throws
+ * `SvcConfigurationError` now for an unknown option, an invalid `openTimeoutMs`, or no factory
+ * on a runtime without a global `WebSocket`.
  */
 export function websocketRpc(
   url: string | URL,
   options: WebSocketRpcOptions = {},
 ): RpcTransportFactory {
   const base = webSocketUrl(url);
-  const createWebSocket = options.createWebSocket ?? globalWebSocket;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SvcConfigurationError('websocketRpc: options must be an object');
+  }
+  refuseUnknownKeys(options, WEBSOCKET_RPC_OPTIONS, 'websocketRpc');
+  const createWebSocket = socketFactory(options.createWebSocket);
   const openTimeoutMs = validOpenTimeout(options.openTimeoutMs ?? WEBSOCKET_OPEN_TIMEOUT_MS);
   return {
     kind: 'websocket',
