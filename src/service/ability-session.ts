@@ -36,6 +36,7 @@ import {
   SvcInternalError,
   SvcTimeoutError,
 } from '../core/errors.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from './proof-verify.ts';
 import type {
@@ -292,10 +293,35 @@ function requireText(value: unknown, name: string): string {
   return value;
 }
 
+const SESSION_OPTIONS: readonly string[] = [
+  'abilityId',
+  'callerServiceId',
+  'targetServiceId',
+  'scopes',
+  'requestToken',
+  'transport',
+  'timeoutMs',
+  'idempotencyKey',
+  'requestId',
+  'connInfo',
+  'proveTokenPossession',
+];
+
 function validateOptions(options: AbilitySessionOptions): void {
-  requireText(options?.abilityId, 'abilityId');
+  if (options === null || typeof options !== 'object') {
+    throw new SvcConfigurationError('abilitySession: options object required');
+  }
+  refuseUnknownKeys(options, SESSION_OPTIONS, 'abilitySession');
+  requireText(options.abilityId, 'abilityId');
   requireText(options.callerServiceId, 'callerServiceId');
   requireText(options.targetServiceId, 'targetServiceId');
+  if (!options.abilityId.startsWith(`${options.targetServiceId}.`)) {
+    // An ability is named after its service: this session could only ever be refused.
+    throw new SvcConfigurationError(
+      `abilitySession: ability ${options.abilityId} is not an ability of ${options.targetServiceId}`,
+      { reason: 'ability_target_mismatch' },
+    );
+  }
   if (!Array.isArray(options.scopes) || options.scopes.some((s) => typeof s !== 'string')) {
     throw new SvcConfigurationError('abilitySession: scopes must be an array of strings');
   }

@@ -16,6 +16,7 @@
 import { decodeBase64Url } from '../core/base64url.ts';
 import { readBoundedBytes } from '../core/bounded-body.ts';
 import { MAX_CAPABILITY_TOKEN_BYTES } from '../core/capability-token.ts';
+import { refuseUnknownKeys } from '../core/config-values.ts';
 import {
   CapabilityAuthError,
   hasSvcErrorShape,
@@ -117,6 +118,32 @@ export interface ControlPlaneRpcTokenRequesterOptions {
 function refuseConfig(label: string, message: string): never {
   throw new SvcConfigurationError(`${label}: ${message}`, { reason: 'invalid_token_requester' });
 }
+
+/** Refuses options that are not an object, or that carry a key the requester does not read. */
+function checkOptionKeys(options: unknown, known: readonly string[], label: string): void {
+  if (options === null || typeof options !== 'object') {
+    refuseConfig(label, 'options object required');
+  }
+  refuseUnknownKeys(options, known, label, { reason: 'invalid_token_requester' });
+}
+
+const HMAC_REQUESTER_OPTIONS: readonly string[] = [
+  'clientId',
+  'clientSecret',
+  'controlPlaneUrl',
+  'fetch',
+  'ttlSeconds',
+];
+const JWK_REQUESTER_OPTIONS: readonly string[] = [
+  'clientId',
+  'keyId',
+  'privateJwk',
+  'issuer',
+  'controlPlaneUrl',
+  'fetch',
+  'ttlSeconds',
+];
+const RPC_REQUESTER_OPTIONS: readonly string[] = ['binding', 'callerServiceId', 'ttlSeconds'];
 
 function checkTtl(label: string, ttl: unknown): number | undefined {
   if (ttl === undefined) return undefined;
@@ -448,7 +475,8 @@ export function controlPlaneHmacTokenRequester(
   options: ControlPlaneHmacTokenRequesterOptions,
 ): TokenRequester {
   const label = 'controlPlaneHmacTokenRequester';
-  if (!isWellFormedClientId(options?.clientId)) refuseConfig(label, '`clientId` is malformed');
+  checkOptionKeys(options, HMAC_REQUESTER_OPTIONS, label);
+  if (!isWellFormedClientId(options.clientId)) refuseConfig(label, '`clientId` is malformed');
   if (typeof options.clientSecret !== 'string' || options.clientSecret.length === 0) {
     refuseConfig(label, '`clientSecret` must be a non-empty string');
   }
@@ -481,7 +509,8 @@ export function controlPlaneJwkTokenRequester(
   options: ControlPlaneJwkTokenRequesterOptions,
 ): TokenRequester & { proveTokenPossession: ProofSigner } {
   const label = 'controlPlaneJwkTokenRequester';
-  if (!isWellFormedClientId(options?.clientId)) refuseConfig(label, '`clientId` is malformed');
+  checkOptionKeys(options, JWK_REQUESTER_OPTIONS, label);
+  if (!isWellFormedClientId(options.clientId)) refuseConfig(label, '`clientId` is malformed');
   if (typeof options.keyId !== 'string' || options.keyId.length === 0) {
     refuseConfig(label, '`keyId` must be a non-empty string');
   }
@@ -548,7 +577,8 @@ export function controlPlaneRpcTokenRequester(
   options: ControlPlaneRpcTokenRequesterOptions,
 ): TokenRequester {
   const label = 'controlPlaneRpcTokenRequester';
-  const binding = options?.binding;
+  checkOptionKeys(options, RPC_REQUESTER_OPTIONS, label);
+  const binding = options.binding;
   if (
     binding === null || (typeof binding !== 'object' && typeof binding !== 'function') ||
     typeof (binding as { requestCapabilityToken?: unknown }).requestCapabilityToken !== 'function'

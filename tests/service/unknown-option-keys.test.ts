@@ -20,6 +20,12 @@ import {
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import { webSocketPairUpgrader } from '../../src/service/websocket-upgrade.ts';
 import { testKeys } from '../support/keys.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import {
+  controlPlaneHmacTokenRequester,
+  controlPlaneJwkTokenRequester,
+  controlPlaneRpcTokenRequester,
+} from '../../src/service/token-requesters.ts';
 
 /** Asserts `run` throws a SvcConfigurationError whose message contains every `mention`. */
 function refusedNaming(run: () => unknown, ...mentions: string[]): SvcConfigurationError {
@@ -255,4 +261,67 @@ test('definitions: an unknown field of an ability, its rpc, a method, its rest o
     mcp: { name: 'x', description: 'y' },
   });
   assert.equal(projected.rest?.status, 200);
+});
+
+const SESSION_BASE = {
+  abilityId: 'notes.store',
+  callerServiceId: 'caller',
+  targetServiceId: 'notes',
+  scopes: ['notes.read'],
+  requestToken: () => Promise.resolve('token'),
+  transport: httpBatchRpc(() => Promise.resolve(new Response(null, { status: 204 }))),
+};
+
+test('abilitySession: a misspelt `timeoutMS` is refused at creation, not left without a budget', () => {
+  refusedNaming(() => abilitySession({ ...SESSION_BASE, timeoutMS: 100 } as never), 'timeoutMS');
+  // Every documented option together is accepted.
+  const session = abilitySession({
+    ...SESSION_BASE,
+    timeoutMs: 100,
+    idempotencyKey: 'key-1',
+    requestId: 'req-1',
+    connInfo: { remoteAddr: '127.0.0.1' },
+    proveTokenPossession: () => Promise.resolve('proof'),
+  } as never);
+  disposeAbilitySession(session);
+});
+
+test('abilitySession: an ability of another service than targetServiceId is refused at creation', () => {
+  const error = refusedNaming(
+    () => abilitySession({ ...SESSION_BASE, abilityId: 'notes-v2.store' }),
+    'notes-v2.store',
+    'notes',
+  );
+  assert.equal(error.reason, 'ability_target_mismatch');
+});
+
+test('token requesters: a misspelt option is refused at creation, naming it', async () => {
+  const { client } = await testKeys();
+  const hmac = {
+    clientId: 'hc1',
+    clientSecret: 'an-hmac-client-secret-of-enough-length',
+    controlPlaneUrl: 'https://plane.test',
+  };
+  refusedNaming(
+    () => controlPlaneHmacTokenRequester({ ...hmac, ttlSecond: 60 } as never),
+    'ttlSecond',
+  );
+  controlPlaneHmacTokenRequester({ ...hmac, ttlSeconds: 60, fetch: () => Promise.reject() });
+  const jwk = {
+    clientId: 'jc1',
+    keyId: 'k1',
+    privateJwk: client.privateJwk,
+    controlPlaneUrl: 'https://plane.test',
+  };
+  refusedNaming(
+    () => controlPlaneJwkTokenRequester({ ...jwk, isuer: 'https://plane.test' } as never),
+    'isuer',
+  );
+  controlPlaneJwkTokenRequester({ ...jwk, issuer: 'https://plane.test', ttlSeconds: 60 });
+  const rpc = {
+    binding: { requestCapabilityToken: () => Promise.reject(new Error('unused')) },
+    callerServiceId: 'caller',
+  };
+  refusedNaming(() => controlPlaneRpcTokenRequester({ ...rpc, ttl: 60 } as never), 'ttl');
+  controlPlaneRpcTokenRequester({ ...rpc, ttlSeconds: 60 });
 });
