@@ -14,20 +14,7 @@ import { resolveHttpCache } from '../../src/core/http-cache.ts';
 import { verifyCapabilityToken } from '../../src/core/capability-token.ts';
 import { staticJwks } from '../../src/service/jwks-sources.ts';
 import { resolveServeOptions } from '../../src/adapters/serve-target.ts';
-
-/** Asserts `run` throws a SvcConfigurationError whose message contains every `mention`. */
-function refusedNaming(run: () => unknown, ...mentions: string[]): SvcConfigurationError {
-  let caught: unknown;
-  assert.throws(run, (error: unknown) => {
-    caught = error;
-    return true;
-  });
-  assert.ok(caught instanceof SvcConfigurationError, `expected SvcConfigurationError: ${caught}`);
-  for (const mention of mentions) {
-    assert.ok(caught.message.includes(mention), `"${caught.message}" should name ${mention}`);
-  }
-  return caught;
-}
+import { refusedNaming } from '../support/configuration-refusals.ts';
 
 test('refuseUnknownKeys names the label, the key and the accepted keys, with a configuration reason', () => {
   const error = refusedNaming(

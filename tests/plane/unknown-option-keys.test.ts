@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { SvcConfigurationError } from '../../src/core/errors.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { createControlPlane } from '../../src/plane/control-plane.ts';
 import { cloudflareServiceBinding, httpService, localService } from '../../src/plane/endpoints.ts';
@@ -19,37 +18,7 @@ import { staticJwks } from '../../src/service/jwks-sources.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { createService } from '../../src/service/service.ts';
 import { testKeys } from '../support/keys.ts';
-
-/** Asserts `run` throws a SvcConfigurationError whose message contains every `mention`. */
-function refusedNaming(run: () => unknown, ...mentions: string[]): SvcConfigurationError {
-  let caught: unknown;
-  assert.throws(run, (error: unknown) => {
-    caught = error;
-    return true;
-  });
-  return checkRefusal(caught, mentions);
-}
-
-/** The same for a promise. */
-async function rejectedNaming(
-  pending: Promise<unknown>,
-  ...mentions: string[]
-): Promise<SvcConfigurationError> {
-  let caught: unknown;
-  await assert.rejects(pending, (error: unknown) => {
-    caught = error;
-    return true;
-  });
-  return checkRefusal(caught, mentions);
-}
-
-function checkRefusal(caught: unknown, mentions: string[]): SvcConfigurationError {
-  assert.ok(caught instanceof SvcConfigurationError, `expected SvcConfigurationError: ${caught}`);
-  for (const mention of mentions) {
-    assert.ok(caught.message.includes(mention), `"${caught.message}" should name ${mention}`);
-  }
-  return caught;
-}
+import { refusedNaming, rejectedNaming } from '../support/configuration-refusals.ts';
 
 const whoami = defineAbility({
   id: 'notes.store',

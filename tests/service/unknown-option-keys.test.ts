@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { SvcConfigurationError } from '../../src/core/errors.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { defineCapabilities } from '../../src/service/capabilities.ts';
@@ -26,20 +25,7 @@ import {
   controlPlaneJwkTokenRequester,
   controlPlaneRpcTokenRequester,
 } from '../../src/service/token-requesters.ts';
-
-/** Asserts `run` throws a SvcConfigurationError whose message contains every `mention`. */
-function refusedNaming(run: () => unknown, ...mentions: string[]): SvcConfigurationError {
-  let caught: unknown;
-  assert.throws(run, (error: unknown) => {
-    caught = error;
-    return true;
-  });
-  assert.ok(caught instanceof SvcConfigurationError, `expected SvcConfigurationError: ${caught}`);
-  for (const mention of mentions) {
-    assert.ok(caught.message.includes(mention), `"${caught.message}" should name ${mention}`);
-  }
-  return caught;
-}
+import { refusedNaming } from '../support/configuration-refusals.ts';
 
 const whoami = defineAbility({
   id: 'notes.store',
