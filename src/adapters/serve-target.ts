@@ -11,6 +11,7 @@ import type { WebSocketUpgrader } from '../service/websocket-upgrade.ts';
 
 /** Anything with a fetch handler: a service, a control plane, a Hono app. */
 export interface FetchTarget {
+  /** Answers one request; `env` carries the helper's `env` fields and its WebSocket upgrader. */
   fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response> | Response;
 }
 

@@ -21,6 +21,7 @@ export const workersWebSocketUpgrader: WebSocketUpgrader = webSocketPairUpgrader
 
 /** The module-worker shape Workers expects as `export default`. */
 export interface WorkersEntrypoint {
+  /** The Worker's fetch handler: `env` is the Worker's bindings, `ctx` its execution context. */
   fetch(request: Request, env: unknown, ctx: unknown): Promise<Response>;
 }
 

@@ -19,12 +19,19 @@ export interface CapabilityKeySet {
 
 /** A published capability verification key: the public members of a P-256 JWK. */
 export interface CapabilityPublicJwk {
+  /** Key type: always `EC`. */
   kty: 'EC';
+  /** Curve: always `P-256`. */
   crv: 'P-256';
+  /** Public x coordinate, base64url (32 bytes). */
   x: string;
+  /** Public y coordinate, base64url (32 bytes). */
   y: string;
+  /** The key id tokens name in their header. */
   kid: string;
+  /** `ES256` when present. */
   alg?: 'ES256';
+  /** `sig` when present. */
   use?: 'sig';
 }
 

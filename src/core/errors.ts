@@ -34,7 +34,9 @@ export interface SvcErrorInfo {
 
 /** One validation issue: a message and, when known, the path to the offending value. */
 export interface ValidationIssue {
+  /** What is wrong with the value, as the schema library worded it. */
   message: string;
+  /** Property names and array indexes leading to the offending value, when the schema gave them. */
   path?: (string | number)[];
 }
 
@@ -50,9 +52,13 @@ export function isRetryableStatusByDefault(status: number): boolean {
  * never on a base class, because received errors lose their prototype.
  */
 export abstract class SvcError extends Error {
+  /** Taxonomy classification; read it with `svcErrorInfo` on a received error. */
   declare code: SvcErrorCode;
+  /** A classification (401, 403, 422, 504, 500...), not the HTTP status of the RPC response. */
   declare status: number;
+  /** Whether the failure is transient. It never means a retry is safe (see `idempotent`). */
   declare retryable: boolean;
+  /** A short machine-readable discriminator naming the failed check; absent when none applies. */
   declare reason?: string;
 
   protected constructor(message: string, info: SvcErrorInfo) {
@@ -84,11 +90,12 @@ export class CapabilityAuthError extends SvcError {
 
 /** Input (422) or output / streamed item (500) failed its schema. */
 export class AbilityValidationError extends SvcError {
+  /** What the schema refused, one entry per issue; empty when the schema broke its contract. */
   declare issues: ValidationIssue[];
 
   constructor(
     message: string,
-    options: { status?: 422 | 500; issues?: ValidationIssue[]; reason?: string } = {},
+    options: { status?: 422 | 500; issues?: readonly ValidationIssue[]; reason?: string } = {},
   ) {
     super(message, {
       code: 'ability_validation',
@@ -97,7 +104,8 @@ export class AbilityValidationError extends SvcError {
       reason: options.reason ?? (options.status === 500 ? 'invalid_output' : 'invalid_input'),
     });
     this.name = 'AbilityValidationError';
-    this.issues = options.issues ?? [];
+    // A copy: the caller's list stays theirs to change.
+    this.issues = options.issues === undefined ? [] : [...options.issues];
   }
 }
 

@@ -24,9 +24,15 @@ export const MAX_CACHE_TAG_LENGTH = 128;
 
 /** The `httpCache` option: `true` for the defaults, or explicit values. */
 export type HttpCacheOption = boolean | {
+  /** `max-age` in seconds. Default `DEFAULT_HTTP_CACHE_MAX_AGE_SECONDS` (60). */
   maxAgeSeconds?: number;
+  /**
+   * `stale-while-revalidate` in seconds; `0` omits it. Default
+   * `DEFAULT_STALE_WHILE_REVALIDATE_SECONDS` (300).
+   */
   staleWhileRevalidateSeconds?: number;
-  tags?: string[];
+  /** Extra `Cache-Tag` values, emitted after the built-in ones. Default none. */
+  tags?: readonly string[];
 };
 
 /** A validated `httpCache` option with defaults applied. */

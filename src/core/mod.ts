@@ -53,4 +53,6 @@ export {
   type CapabilityTokenClaims,
   type VerifiedCapabilityToken,
   verifyCapabilityToken,
+  type VerifyCapabilityTokenOptions,
 } from './capability-token.ts';
+export type { CapabilityPublicJwk } from './capability-key-set.ts';

@@ -11,6 +11,10 @@ import { AbilityValidationError, type ValidationIssue } from './errors.ts';
 
 /** A schema implementing both Standard Schema and Standard JSON Schema. */
 export interface SvcSchema<Input = unknown, Output = Input> {
+  /**
+   * The schema library's properties: `validate` (Standard Schema) and `jsonSchema` (Standard
+   * JSON Schema).
+   */
   readonly '~standard':
     & StandardSchemaV1.Props<Input, Output>
     & StandardJSONSchemaV1.Props<Input, Output>;

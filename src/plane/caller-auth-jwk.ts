@@ -59,7 +59,7 @@ export interface JwkServiceClient {
   /** The service the client acts for. */
   serviceId: string;
   /** Public P-256 JWKs, each with a distinct `kid`. Register two while rotating. */
-  keys: JsonWebKey[];
+  keys: readonly JsonWebKey[];
 }
 
 /** Options of {@link jwkServiceClientAuth}. */

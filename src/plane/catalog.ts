@@ -52,8 +52,8 @@ export { MAX_DISCOVERY_DOCUMENT_BYTES } from './target-discovery.ts';
 
 /** The `services` option: a fixed endpoint list, or a function of the runtime context. */
 export type ServicesOption =
-  | ServiceEndpoint[]
-  | ((context: unknown) => ServiceEndpoint[] | Promise<ServiceEndpoint[]>);
+  | readonly ServiceEndpoint[]
+  | ((context: unknown) => readonly ServiceEndpoint[] | Promise<readonly ServiceEndpoint[]>);
 
 /** A target whose discovery document was accepted. */
 export interface ResolvedTarget {

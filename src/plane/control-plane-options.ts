@@ -29,12 +29,28 @@ export interface ControlPlaneOptions {
   issuer?: string;
   /** Signing keys: the first signs, every entry is published. A list or a function of the environment. */
   signingKeys: SigningKeysOption;
-  /** Who may request tokens at the token endpoint. Everything admitted is a service-class caller. */
-  authenticateCaller?: CallerAuthenticator | CallerAuthenticator[];
+  /**
+   * Who may request tokens at the token endpoint, one authenticator per `Authorization` scheme.
+   * Everything admitted is a service-class caller. Default none: every token request is refused.
+   */
+  authenticateCaller?: CallerAuthenticator | readonly CallerAuthenticator[];
   /** The catalog of services, or a function of the runtime context returning it. */
   services: ServicesOption;
+  /**
+   * `Cache-Control` and `Cache-Tag: svc:jwks` headers on the JWKS route: `true` for the
+   * defaults, or explicit values. Default: no cache headers.
+   */
   httpCache?: HttpCacheOption;
+  /**
+   * Where accepted discovery documents are kept: default a process-local cache (60 s,
+   * `DEFAULT_DISCOVERY_CACHE_TTL_SECONDS`); a shared `RegistryCache`; `false` to resolve fresh
+   * every time; or an object choosing per purpose (`token`, `openapi`, `default`).
+   */
   discoveryCache?: DiscoveryCacheOption;
+  /**
+   * Budgets of in-process session calls: `defaultMs` when the caller gave none, `maxMs` the
+   * clamp on any. Default: no policy (the plane has no built-in default).
+   */
   timeout?: TimeoutPolicy;
   /** Event sink of the plane's events (token endpoint, caller auth, catalog); `false` silences it. */
   log?: SvcLogOption;
@@ -44,10 +60,13 @@ export interface ControlPlaneOptions {
    * longer request gets this one. Size the signing-key rotation overlap window from it.
    */
   ttlSeconds?: number;
-  /** Front doors: accepted names that are not built yet refuse construction with a clear error. */
+  /** Front-door invocation middleware. Not built yet: anything but `false` refuses construction. */
   invocationMiddleware?: unknown;
+  /** The OpenAPI document. Not built yet: anything but `false` refuses construction. */
   openapi?: unknown;
+  /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
   rpc?: unknown;
+  /** The MCP endpoint. Not built yet: anything but `false` refuses construction. */
   mcp?: unknown;
 }
 

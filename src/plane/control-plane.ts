@@ -5,17 +5,23 @@
  * @module
  */
 import { Hono } from 'hono';
+import type { CapabilityPublicJwk } from '../core/capability-key-set.ts';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog } from '../core/logging.ts';
 import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+import type { AbilitySession } from '../service/ability-session.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from '../service/problem-json-app.ts';
 import type { AuthenticatedCaller } from './caller-auth.ts';
 import { createCatalog } from './catalog.ts';
 import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-plane-options.ts';
-import { createInProcessSessions } from './in-process-session.ts';
-import { createIssuer, type IssueCapabilityTokenOptions } from './issuer.ts';
+import { createInProcessSessions, type InProcessSessionOptions } from './in-process-session.ts';
+import {
+  createIssuer,
+  type IssueCapabilityTokenOptions,
+  type IssuedCapabilityToken,
+} from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
 import { planeRequestFailed } from './request-failure.ts';
 import {
@@ -36,14 +42,84 @@ export const CAPABILITY_TOKEN_PATH = '/.well-known/svc/capability-token';
 
 /** What `issueCapabilityTokenForCaller` takes: an authenticated service caller, never a subject. */
 export interface IssueForCallerOptions {
+  /**
+   * The caller as an `authenticateCaller` authenticator admitted it: its `serviceId` becomes the
+   * token's `sub`, and a JWK caller's `confirmationJkt` its `cnf.jkt`.
+   */
   caller: AuthenticatedCaller;
+  /** The service the token is for (`aud`); it must be in the plane's catalog. */
   targetServiceId: string;
-  scopes: string[];
+  /**
+   * Scopes asked for (at least one): each must be published by the target and granted to the
+   * caller by the target's `grants`.
+   */
+  scopes: readonly string[];
+  /** When given, the ability must exist on the target. */
   abilityId?: string;
+  /**
+   * Lifetime in seconds (a positive integer). Default, and ceiling: the plane's `ttlSeconds`
+   * (`DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS`, 120, unless set).
+   */
   ttlSeconds?: number;
+  /** Runtime context handed to `services(context)` and `signingKeys(env)` (its `env`, if any). */
   context?: unknown;
   /** Propagated to the target's discovery request and log events. */
   requestId?: string;
+}
+
+/** The control plane returned by {@link createControlPlane}. */
+export interface ControlPlane {
+  /** The Hono app behind `fetch` (JWKS and token endpoint), for mounting inside a larger app. */
+  readonly app: Hono;
+  /**
+   * Serves the plane's routes: `GET /.well-known/svc/jwks.json` and
+   * `POST /.well-known/svc/capability-token`. `env` holds the runtime's bindings (read by a
+   * `signingKeys(env)` function); `ctx` is the runtime's execution context, passed through.
+   */
+  fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
+  /**
+   * The JWKS this plane publishes: every configured key, public members only, in configuration
+   * order. `env` is handed to a `signingKeys(env)` function; a static list ignores it.
+   */
+  jwks(env?: unknown): Promise<{ keys: CapabilityPublicJwk[] }>;
+  /**
+   * Mints a non-brokered token for trusted plane code, after the full grant check. An
+   * ingress-protected target refuses such a token: use `issueBrokeredCapabilityToken` there.
+   * Rejects with `CapabilityAuthError` 403 when the catalog, the grants or the request refuse it
+   * (`unknown_target`, `unknown_scope`, `grant_denied`, `unknown_ability`, `scopes_required`,
+   * `invalid_ttl`), `SvcInternalError` 500 when the target or the catalog cannot be resolved
+   * (`target_unreachable`, `catalog_unavailable`), `SvcConfigurationError` for malformed options.
+   */
+  issueCapabilityToken(request: IssueCapabilityTokenOptions): Promise<IssuedCapabilityToken>;
+  /**
+   * As {@link ControlPlane.issueCapabilityToken}, adding the signed `spb` claim (this plane's
+   * id) that ingress-protected services require.
+   */
+  issueBrokeredCapabilityToken(
+    request: IssueCapabilityTokenOptions,
+  ): Promise<IssuedCapabilityToken>;
+  /**
+   * Mints a service-class token (`spa: 'service'`) for a caller the plane authenticated, as the
+   * token endpoint does. A `subject` is refused with 403 `subject_not_allowed`; otherwise it
+   * rejects like {@link ControlPlane.issueCapabilityToken}.
+   */
+  issueCapabilityTokenForCaller(request: IssueForCallerOptions): Promise<IssuedCapabilityToken>;
+  /**
+   * Opens a typed, disposable session with one ability, as this plane: `caller.kind: 'user'`
+   * mints delegated tokens, `'service'` service-class tokens, no caller plane-class tokens under
+   * the plane's id; a target advertising ingress gets brokered tokens. `bindings` is the runtime
+   * environment (or request context) handed to `services(context)` and `signingKeys(env)`. Not
+   * an authentication boundary: authenticate the principal first.
+   */
+  abilitySession<Api = Record<string, (input: unknown) => unknown>>(
+    options: InProcessSessionOptions,
+    bindings?: unknown,
+  ): AbilitySession<Api>;
+  /**
+   * Resolves once a static `signingKeys` list is imported (at once for a function of the
+   * environment, imported on first use); rejects when a static key is unusable.
+   */
+  ready(): Promise<void>;
 }
 
 /** Every key of {@link IssueForCallerOptions}. */
@@ -61,7 +137,7 @@ const ISSUE_FOR_CALLER_OPTIONS: readonly string[] = [
  * Creates a control plane. Configuration errors (a duplicate signing key id, an option that is
  * not built yet, invalid limits) are thrown here, before anything is served.
  */
-export function createControlPlane(options: ControlPlaneOptions) {
+export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
   const resolved = resolveControlPlaneOptions(options);
   const log = createEventLog(options.log, 'createControlPlane: `log`');
   const authorityFor = (env: unknown): Promise<SigningAuthority> =>
@@ -153,7 +229,6 @@ export function createControlPlane(options: ControlPlaneOptions) {
     app,
     fetch: (request: Request, env?: unknown, ctx?: unknown) =>
       app.fetch(request, env, ctx as never) as Promise<Response>,
-    /** The JWKS this plane publishes (every configured key, public members only). */
     async jwks(env?: unknown) {
       return (staticAuthority ? await staticAuthority : await authorityFor(env)).jwks;
     },
@@ -163,7 +238,6 @@ export function createControlPlane(options: ControlPlaneOptions) {
       issuer.issueBrokeredCapabilityToken(request),
     issueCapabilityTokenForCaller,
     abilitySession: sessions.abilitySession,
-    /** Resolves once the static signing keys are imported; rejects on a bad key list. */
     ready: async () => {
       if (staticAuthority) await staticAuthority;
     },
@@ -197,6 +271,3 @@ function envOf(context: unknown): unknown {
   }
   return context;
 }
-
-/** The control plane returned by {@link createControlPlane}. */
-export type ControlPlane = ReturnType<typeof createControlPlane>;

@@ -29,8 +29,8 @@ import { isWildcardScope } from './grants.ts';
 export interface ServiceGrant {
   /** The caller's service id (the authenticated caller, or the plane's own id for its calls). */
   caller: string;
-  /** Scope names of the target service; wildcards are refused. */
-  scopes: string[];
+  /** Scope names of the target service (at least one); wildcards are refused. */
+  scopes: readonly string[];
 }
 
 /** How an endpoint reaches its service. */
@@ -61,8 +61,8 @@ export interface HttpServiceOptions {
   id: string;
   /** Base URL of the service (`http:` or `https:`); routes are resolved below its path. */
   url: string | URL;
-  /** Scopes granted per caller. */
-  grants: ServiceGrant[];
+  /** Scopes granted per caller: one grant per caller, checked and copied at construction. */
+  grants: readonly ServiceGrant[];
   /** Creates WebSockets for the broker's streaming leg (Node 20 has no global `WebSocket`). */
   createWebSocket?: (url: string) => WebSocket;
   /** The `fetch` used for discovery and HTTP-batch. Default: the global `fetch`. */
@@ -75,8 +75,8 @@ export interface CloudflareServiceBindingOptions {
   id: string;
   /** The service binding (a `Fetcher`). Discovery and HTTP-batch go through `binding.fetch`. */
   binding: ServiceBindingFetcher;
-  /** Scopes granted per caller. */
-  grants: ServiceGrant[];
+  /** Scopes granted per caller: one grant per caller, checked and copied at construction. */
+  grants: readonly ServiceGrant[];
   /** Native ability RPC; never inferred from the binding. */
   abilityRpc?: unknown;
   /** Creates WebSockets to the service; a binding offers no WebSocket URL of its own. */
@@ -95,8 +95,8 @@ export interface LocalServiceOptions {
     fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
     discovery(): unknown;
   };
-  /** Scopes granted per caller. */
-  grants: ServiceGrant[];
+  /** Scopes granted per caller: one grant per caller, checked and copied at construction. */
+  grants: readonly ServiceGrant[];
 }
 
 /** Same rule as `createService` ids: a letter or digit, then letters, digits, `_`, `-`. */
@@ -221,7 +221,7 @@ export function validateGrants(
     }
     callers.add(caller);
     const scopes = validateGrantScopes(record.scopes, label, `${at}.scopes`);
-    return Object.freeze({ caller, scopes: Object.freeze(scopes) as string[] });
+    return Object.freeze({ caller, scopes: Object.freeze(scopes) });
   });
   return Object.freeze(grants);
 }

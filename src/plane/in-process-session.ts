@@ -30,24 +30,48 @@ import type { createIssuer } from './issuer.ts';
 
 /** The broker caller: who the plane is acting for (set by invocation middleware or app code). */
 export interface BrokerCaller {
+  /**
+   * Who the caller is: for `kind: 'user'` the delegated principal (`sub`, `subject.id`); for
+   * `kind: 'service'` the service the token is issued to (`sub`).
+   */
   id: string;
   /** `service` only for callers the plane proved to be services; everything else is `user`. */
   kind: 'service' | 'user';
+  /** The principal's organization id (`spo`, `subject.orgId`); user-class callers only. */
   orgId?: string;
-  /** Application-owned principal category (`api_key`, `automation`...); never changes access. */
+  /**
+   * Application-owned principal category (`api_key`, `automation`...; `spk`, `subject.kind`), at
+   * most 512 characters; user-class callers only. Never changes access.
+   */
   principalKind?: string;
 }
 
 /** Options of `plane.abilitySession` (the contract's in-process session options). */
 export interface InProcessSessionOptions {
+  /** The ability to call, `<targetServiceId>.<name>`. */
   abilityId: string;
+  /** The service serving it; must be in the plane's catalog. */
   targetServiceId: string;
-  scopes: string[];
+  /**
+   * Scopes each token asks for (at least one): published by the target and granted by its
+   * `grants` to the caller's service id (the plane's own id unless `caller.kind` is `service`).
+   */
+  scopes: readonly string[];
+  /**
+   * Who the plane acts for: `kind: 'user'` mints delegated tokens, `'service'` service-class
+   * tokens for that service. Default: plane-class tokens under the plane's id, no subject.
+   */
   caller?: BrokerCaller;
+  /** Advisory connection info forwarded to the service; its handlers see it only behind ingress. */
   connInfo?: ConnInfo;
+  /** Forwarded to the service with every call (never deduplicated by svcplane). */
   idempotencyKey?: string;
+  /** Forwarded with every call and with the target's discovery request. */
   requestId?: string;
-  /** Budget of each call, catalog resolution and token issuance included. */
+  /**
+   * Budget of each call in milliseconds, catalog resolution and token issuance included; `0`
+   * fails every call. Default: the plane's `timeout.defaultMs`, else unbounded.
+   */
   timeoutMs?: number;
 }
 
@@ -297,7 +321,7 @@ function abilityOfTarget(options: Record<string, unknown>): [string, string] {
  * The requested scopes: a non-empty list of non-empty strings. The issuer refuses an empty list
  * on every mint, so a session asking for none could never make a call.
  */
-function requestedScopes(scopes: unknown): string[] {
+function requestedScopes(scopes: unknown): readonly string[] {
   if (
     !Array.isArray(scopes) || scopes.length === 0 ||
     !scopes.every((scope) => typeof scope === 'string' && scope.length > 0)
@@ -308,7 +332,8 @@ function requestedScopes(scopes: unknown): string[] {
       { reason: 'scopes_required' },
     );
   }
-  return scopes;
+  // A copy: the caller's list stays theirs to change while the session lives.
+  return Object.freeze([...scopes]);
 }
 
 /** The session budget: a whole, non-negative number of milliseconds (`0` fails every call). */

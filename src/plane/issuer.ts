@@ -26,14 +26,23 @@ export const MAX_CAPABILITY_TOKEN_TTL_SECONDS = 3600;
 export interface IssueCapabilityTokenOptions {
   /** The calling service: `sub` on a plain token, `act.sub` on a delegated one. */
   callerServiceId: string;
+  /** The service the token is for (`aud`); it must be in the plane's catalog. */
   targetServiceId: string;
-  scopes: string[];
+  /**
+   * Scopes asked for (at least one): each must be published by the target and granted to the
+   * caller by the target's `grants`. Sorted and de-duplicated into the token's `scp`.
+   */
+  scopes: readonly string[];
   /** Required on every direct mint: who the plane vouches the caller is. */
   callerAccess: CallerAccess;
   /** A delegated principal; only with `callerAccess: 'plane'`. */
   subject?: DelegatedSubject;
   /** When given, the ability must exist on the target. */
   abilityId?: string;
+  /**
+   * Lifetime in seconds (a positive integer). Default, and ceiling: the plane's `ttlSeconds`
+   * (`DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS`, 120, unless set); a longer request gets that.
+   */
   ttlSeconds?: number;
   /** Binds the token to a caller key (RFC 7638 thumbprint). */
   confirmationJkt?: string;
@@ -45,9 +54,13 @@ export interface IssueCapabilityTokenOptions {
 
 /** A minted token and what it grants. */
 export interface IssuedCapabilityToken {
+  /** The compact ES256 JWS to present to the target service. */
   token: string;
+  /** When the token expires (`exp`). */
   expiresAt: Date;
+  /** The granted scopes (`scp`): the requested ones, sorted and de-duplicated. */
   scopes: string[];
+  /** The signed claim set. */
   claims: CapabilityTokenClaims;
 }
 

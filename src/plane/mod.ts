@@ -21,15 +21,21 @@ export {
 export type { BrokerCaller, InProcessSessionOptions } from './in-process-session.ts';
 export {
   cloudflareServiceBinding,
+  type CloudflareServiceBindingOptions,
+  type EndpointRpcKind,
   httpService,
+  type HttpServiceOptions,
   localService,
+  type LocalServiceOptions,
   type ServiceEndpoint,
+  type ServiceEndpointKind,
   type ServiceGrant,
 } from './endpoints.ts';
 export { DEFAULT_DISCOVERY_CACHE_TTL_SECONDS, type ServicesOption } from './catalog.ts';
 export {
   type DiscoveryCacheOption,
   memoryRegistryCache,
+  type MemoryRegistryCacheOptions,
   type RegistryCache,
 } from './registry-cache.ts';
 export {
@@ -37,10 +43,19 @@ export {
   type CallerAuthenticator,
   CallerAuthError,
 } from './caller-auth.ts';
-export { hmacServiceClientAuth } from './caller-auth-hmac.ts';
-export { jwkServiceClientAuth } from './caller-auth-jwk.ts';
+export {
+  type HmacServiceClient,
+  hmacServiceClientAuth,
+  type HmacServiceClientAuthOptions,
+} from './caller-auth-hmac.ts';
+export {
+  type JwkServiceClient,
+  jwkServiceClientAuth,
+  type JwkServiceClientAuthOptions,
+} from './caller-auth-jwk.ts';
 export {
   generateSigningKeyEntry,
+  type GenerateSigningKeyOptions,
   SIGNING_KEYS_TIMEOUT_MS,
   type SigningKeyEntry,
   type SigningKeysOption,
@@ -49,5 +64,8 @@ export {
   type CapabilityTokenEntrypoint,
   capabilityTokenEntrypoint,
   type CapabilityTokenEntrypointOptions,
+  type CapabilityTokenEntrypointRequest,
+  type CapabilityTokenEntrypointResponse,
+  type TokenIssuingPlane,
 } from './token-entrypoint.ts';
 export { PLANE_REQUEST_FAILED_EVENT } from './request-failure.ts';

@@ -31,8 +31,8 @@ export interface SigningKeyEntry {
 
 /** The `signingKeys` option: a list, or a function of the environment returning one. */
 export type SigningKeysOption =
-  | SigningKeyEntry[]
-  | ((env: unknown) => SigningKeyEntry[] | Promise<SigningKeyEntry[]>);
+  | readonly SigningKeyEntry[]
+  | ((env: unknown) => readonly SigningKeyEntry[] | Promise<readonly SigningKeyEntry[]>);
 
 /** Signing material ready for use. */
 export interface SigningAuthority {
@@ -237,7 +237,9 @@ async function importSigningKey(entry: SigningKeyEntry): Promise<
  * (`Duplicate capability signing key id: <kid>`), a key that is not a P-256 private key, or a JWK
  * whose own kid disagrees with the entry's.
  */
-export async function loadSigningAuthority(entries: SigningKeyEntry[]): Promise<SigningAuthority> {
+export async function loadSigningAuthority(
+  entries: readonly SigningKeyEntry[],
+): Promise<SigningAuthority> {
   const checked = checkSigningKeyEntries(entries);
   const imported = await Promise.all(checked.map(importSigningKey));
   const publicJwks = imported.map((key) => key.publicJwk);
@@ -257,7 +259,7 @@ export async function loadSigningAuthority(entries: SigningKeyEntry[]): Promise<
 const MAX_CACHED_AUTHORITIES = 16;
 const authoritiesByContent = new Map<string, Promise<SigningAuthority>>();
 
-function contentKey(entries: SigningKeyEntry[]): string {
+function contentKey(entries: readonly SigningKeyEntry[]): string {
   return JSON.stringify(entries.map((entry) => [entry.kid, entry.secret]));
 }
 

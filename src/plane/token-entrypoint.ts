@@ -27,6 +27,7 @@ import {
 
 /** What the entrypoint needs from a control plane. */
 export interface TokenIssuingPlane {
+  /** Mints a service-class token for an authenticated caller (a control plane's own method). */
   issueCapabilityTokenForCaller(request: IssueForCallerOptions): Promise<IssuedCapabilityToken>;
 }
 
@@ -45,25 +46,38 @@ export interface CapabilityTokenEntrypointOptions {
 export interface CapabilityTokenEntrypointRequest {
   /** Must equal the configured caller. */
   callerServiceId: string;
+  /** The service the token is for (`aud`). */
   targetServiceId: string;
-  scopes: string[];
+  /** Scopes asked for: at least one, each granted to the caller on the target. */
+  scopes: readonly string[];
+  /** When given, the ability must exist on the target. */
   abilityId?: string;
+  /** Lifetime in seconds (a positive integer); default, and ceiling, the plane's `ttlSeconds`. */
   ttlSeconds?: number;
 }
 
 /** The answer: the same members as the token endpoint's 200 body. */
 export interface CapabilityTokenEntrypointResponse {
+  /** The capability token (compact ES256 JWS). */
   token: string;
+  /** Always `svc-capability`. */
   tokenType: typeof CAPABILITY_TOKEN_TYPE;
   /** ISO 8601. */
   expiresAt: string;
   /** Seconds from now. */
   expiresIn: number;
+  /** The granted scopes, sorted and de-duplicated. */
   scopes: string[];
 }
 
 /** The object a Workers entrypoint exposes for `controlPlaneRpcTokenRequester`. */
 export interface CapabilityTokenEntrypoint {
+  /**
+   * Mints a token for the configured caller. Rejects with `AbilityValidationError` 422
+   * (`invalid_token_request`) for a malformed request, `CapabilityAuthError` 403 for a
+   * `subject` (`subject_not_allowed`) or another caller (`caller_mismatch`), and otherwise as
+   * the plane's issuance does.
+   */
   requestCapabilityToken(
     request: CapabilityTokenEntrypointRequest,
   ): Promise<CapabilityTokenEntrypointResponse>;

@@ -54,10 +54,14 @@ export type ProofSigner = (input: {
 
 /** What a session asks its token requester for. */
 export interface TokenRequest {
+  /** The calling service: the token's `sub`. */
   callerServiceId: string;
+  /** The service the token is for: its `aud`. */
   targetServiceId: string;
+  /** The ability the session calls; the plane refuses a token for one the target lacks. */
   abilityId: string;
-  scopes: string[];
+  /** The scopes the session was opened with. */
+  scopes: readonly string[];
   /**
    * The token this session last presented and the service refused as invalid (401: expired,
    * signed by a key no longer published, …). A requester that caches tokens must not hand this
@@ -79,16 +83,23 @@ export interface TokenRequest {
  * automatically for bound tokens.
  */
 export type TokenRequester = ((request: TokenRequest) => Promise<string>) & {
+  /** Signs the proofs its key-bound tokens (`cnf`) need; a session uses it unless given its own. */
   proveTokenPossession?: ProofSigner;
 };
 
 /** Options of {@link abilitySession} (the contract's caller-side session options). */
 export interface AbilitySessionOptions {
+  /** The ability to call, `<targetServiceId>.<name>`. */
   abilityId: string;
+  /** This service's id: the caller every token is requested for. */
   callerServiceId: string;
+  /** The service serving the ability: the audience of every token. */
   targetServiceId: string;
-  scopes: string[];
+  /** Scopes every token asks for; the ability's and each called method's must be among them. */
+  scopes: readonly string[];
+  /** Obtains the tokens: a shipped requester (`controlPlaneHmacTokenRequester`...) or your own. */
   requestToken: TokenRequester;
+  /** How calls travel: `httpBatchRpc`, `websocketRpc`, `cloudflareServiceBindingRpc`... */
   transport: RpcTransportFactory;
   /**
    * Budget of each call in milliseconds, token issuance included; `0` fails every call. Over
@@ -98,7 +109,9 @@ export interface AbilitySessionOptions {
    * and the peer take.
    */
   timeoutMs?: number;
+  /** Forwarded with every call when well formed (else dropped); svcplane never deduplicates. */
   idempotencyKey?: string;
+  /** Forwarded with every call, so the service's log events carry it. */
   requestId?: string;
   /** Serialised connection info to forward (set by the control plane only). */
   connInfo?: string;

@@ -60,32 +60,46 @@ export interface HandlerFactoryInput {
 export interface AbilityOptions<M extends AbilityMethods> {
   /** `<service>.<name>`: two non-empty parts of ASCII letters, digits, `-`, `_`, one dot. */
   id: string;
+  /** Human-readable name, published in the discovery document. */
   title?: string;
+  /** Human-readable description, published in the discovery document. */
   description?: string;
-  /** Default `private`. */
+  /** Who may see the ability through the plane's public front doors. Default `private`. */
   exposure?: AbilityExposure;
-  /** Default `plane`. */
+  /** `service` admits only callers the plane proved to be services. Default `plane`. */
   access?: AbilityAccess;
-  /** Ability-level scopes, required for every method. */
-  scopes?: string[];
+  /** Ability-level scopes, required for every method. Default none. */
+  scopes?: readonly string[];
   /** Method definitions by name (from `abilityMethod`). */
   methods: M;
-  /** Default `{ path: '/rpc/<id>', transports: ['http-batch'] }`. */
-  rpc?: { path?: string; transports?: AbilityTransport[] };
+  /**
+   * Route and transports. Default `{ path: '/rpc/<id>', transports: ['http-batch'] }`; an
+   * ability with a streaming method must enable `websocket` or `cloudflare-binding-rpc`.
+   */
+  rpc?: { path?: string; transports?: readonly AbilityTransport[] };
   /** Builds the handler object for one call; `this` in each method is that object. */
   handler: (input: HandlerFactoryInput) => NoInfer<AbilityHandlerObject<M>>;
 }
 
 /** A validated, frozen ability definition with defaults applied. */
 export interface AbilityDefinition<M extends AbilityMethods = AbilityMethods> {
+  /** `<service>.<name>`; the service serving it must have the id before the dot. */
   readonly id: string;
+  /** Human-readable name, when declared. */
   readonly title?: string;
+  /** Human-readable description, when declared. */
   readonly description?: string;
+  /** Who may see the ability through the plane's public front doors (`private` by default). */
   readonly exposure: AbilityExposure;
+  /** Which callers may reach it (`plane` by default). */
   readonly access: AbilityAccess;
+  /** Ability-level scopes (de-duplicated), required for every method. */
   readonly scopes: readonly string[];
+  /** The checked method definitions by name. */
   readonly methods: Readonly<M>;
+  /** The RPC route and the transports it is served over, defaults applied. */
   readonly rpc: { readonly path: string; readonly transports: readonly AbilityTransport[] };
+  /** The factory that builds the handler object for one call. */
   readonly handler: (input: HandlerFactoryInput) => AbilityHandlerObject<M>;
 }
 

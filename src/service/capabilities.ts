@@ -25,7 +25,9 @@ export interface CapabilityCatalog {
 
 /** What {@link defineCapabilities} accepts. */
 export interface CapabilityCatalogOptions {
+  /** The service this catalog belongs to; when given, it must equal the service id. */
   serviceId?: string;
+  /** Scope names (non-empty, no whitespace or control characters) mapped to their descriptions. */
   scopes?: Record<string, { description?: string }>;
 }
 

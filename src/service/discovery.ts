@@ -61,25 +61,37 @@ export interface MethodDiscoveryEntry {
 
 /** One ability of a discovery document (DESIGN.md "Discovery ability entry"). */
 export interface AbilityDiscoveryEntry {
+  /** The ability id, `<service>.<name>`. */
   id: string;
+  /** Human-readable name, when the ability declares one. */
   title?: string;
+  /** Human-readable description, when the ability declares one. */
   description?: string;
+  /** Who may see the ability through the plane's public front doors. */
   exposure: AbilityExposure;
+  /** Which callers may reach it: `service` admits only callers proven to be services. */
   access: AbilityAccess;
   /** Ability-level scopes, required for every method. */
   scopes: string[];
+  /** The RPC route and the transports it is served over. */
   rpc: { path: string; transports: AbilityTransport[] };
+  /** The ability's methods by name. */
   methods: Record<string, MethodDiscoveryEntry>;
 }
 
 /** The discovery document of a service. */
 export interface ServiceDiscoveryDocument {
+  /** The service id; the plane accepts the document only when it equals the endpoint's id. */
   id: string;
+  /** Human-readable name of the service. */
   title: string;
+  /** The service's own version string. */
   version: string;
+  /** The service's capability catalog, when it publishes one. */
   capabilities?: { serviceId?: string; scopes?: Record<string, { description?: string }> };
   /** Present when the service accepts only tokens brokered by the named control plane. */
   ingress?: { required: true; brokerServiceId: string };
+  /** One entry per ability the service serves. */
   abilities: AbilityDiscoveryEntry[];
 }
 

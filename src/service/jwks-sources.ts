@@ -71,6 +71,7 @@ export interface JwksFromServiceBindingOptions extends RemoteJwksOptions {
 
 /** A Workers service binding (or anything with a `fetch(Request)`) reaching the plane. */
 export interface JwksServiceBinding {
+  /** Answers the JWKS request the source sends: a `GET` of the plane's JWKS route. */
   fetch(request: Request): Promise<Response>;
 }
 

@@ -35,8 +35,11 @@ export interface RestProjectionOptions {
 
 /** A method's REST projection after validation (status filled in). */
 export interface RestProjection {
+  /** HTTP method; `query` is HTTP QUERY (parameters in the body, safe and idempotent). */
   readonly method: RestMethod;
+  /** Path template; each `{name}` is a top-level input field. */
   readonly path: string;
+  /** Successful 2xx status; 200 unless the definition named another. */
   readonly status: number;
 }
 
@@ -58,8 +61,8 @@ export interface MethodOptions<
   input: I;
   /** Schema of the result, or of each item for a streaming method. */
   output: O;
-  /** Scopes the caller's token must carry, on top of the ability's scopes. */
-  scopes?: string[];
+  /** Scopes the caller's token must carry, on top of the ability's scopes. Default none. */
+  scopes?: readonly string[];
   /** REST projection (not for streaming methods, REST r6). */
   rest?: RestProjectionOptions;
   /** MCP tool projection. */
@@ -68,9 +71,13 @@ export interface MethodOptions<
   idempotent?: true;
   /** The method yields many items. */
   stream?: S;
-  /** Per-method ceiling in ms; `0` opts out. Not allowed (other than `0`) on streams. */
+  /**
+   * Per-method ceiling in milliseconds; `0` opts out. Default: the service's `timeout.methodMs`
+   * (itself `DEFAULT_ABILITY_TIMEOUT_MS`, 10 s, unless set). Not allowed (other than `0`) on
+   * streams.
+   */
   timeoutMs?: number;
-  /** Human-readable description. */
+  /** Human-readable description, published in the discovery document. */
   description?: string;
 }
 
@@ -80,11 +87,15 @@ export interface MethodDefinition<
   O extends SvcSchema = SvcSchema,
   S extends boolean = boolean,
 > {
+  /** Schema of the single input object. */
   readonly input: I;
+  /** Schema of the result, or of each item for a streaming method. */
   readonly output: O;
   /** Method-level scopes (ability-level scopes are kept on the ability). */
   readonly scopes: readonly string[];
+  /** REST projection, when declared (never on a streaming method). */
   readonly rest?: RestProjection;
+  /** MCP tool projection, when declared. */
   readonly mcp?: McpProjection;
   /** `true` only when the definition was marked idempotent. */
   readonly idempotent: boolean;
@@ -92,6 +103,7 @@ export interface MethodDefinition<
   readonly stream: S;
   /** The declared ceiling (`0` = none); absent when the service-wide ceiling applies. */
   readonly timeoutMs?: number;
+  /** Human-readable description, when declared. */
   readonly description?: string;
 }
 

@@ -7,6 +7,8 @@ export {
   type AbilityAccess,
   type AbilityDefinition,
   type AbilityExposure,
+  type AbilityMethods,
+  type AbilityOptions,
   type AbilityTransport,
   defineAbility,
   type HandlerFactoryInput,
@@ -15,11 +17,24 @@ export {
   abilityMethod,
   type McpProjection,
   type MethodDefinition,
+  type MethodOptions,
   type RestProjection,
+  type RestProjectionOptions,
 } from './method.ts';
-export { type CapabilityCatalog, defineCapabilities } from './capabilities.ts';
+export {
+  type CapabilityCatalog,
+  type CapabilityCatalogOptions,
+  type CapabilityScope,
+  defineCapabilities,
+} from './capabilities.ts';
 export { requireScopes } from './scopes.ts';
-export type { AbilityHandlerObject, AbilityMethodRpc, AbilityRpc } from './types.ts';
+export type {
+  AbilityHandlerObject,
+  AbilityMethodRpc,
+  AbilityRpc,
+  HandlerMethod,
+  StreamSource,
+} from './types.ts';
 export type {
   AbilityDiscoveryEntry,
   MethodDiscoveryEntry,
@@ -41,12 +56,15 @@ export {
   type JwksFromServiceBindingOptions,
   jwksFromUrl,
   type JwksFromUrlOptions,
+  type JwksServiceBinding,
+  type RemoteJwksOptions,
   staticJwks,
 } from './jwks-sources.ts';
 export { WEBSOCKET_AUTHENTICATE_TIMEOUT_MS } from './rpc-serve.ts';
 export {
   type AbilitySession,
   abilitySession,
+  type AbilitySessionMethods,
   type AbilitySessionOptions,
   disposeAbilitySession,
   MAX_CALLS_PER_BATCH,
@@ -57,7 +75,10 @@ export {
 export {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
+  type HttpBatchRpcOptions,
   MAX_BATCH_RESPONSE_BYTES,
+  type RpcFetch,
+  type ServiceBindingFetcher,
 } from './transports/http-batch.ts';
 export {
   WEBSOCKET_OPEN_TIMEOUT_MS,
@@ -72,9 +93,15 @@ export { customRpcTransport } from './transports/custom.ts';
 export { cloudflareNativeRpc } from './transports/cloudflare-native.ts';
 export type { RpcTransportFactory } from './transports/outbound-metadata.ts';
 export {
+  type CapabilityTokenBinding,
   controlPlaneHmacTokenRequester,
+  type ControlPlaneHmacTokenRequesterOptions,
   controlPlaneJwkTokenRequester,
+  type ControlPlaneJwkTokenRequesterOptions,
   controlPlaneRpcTokenRequester,
+  type ControlPlaneRpcTokenRequesterOptions,
+  type RequesterTokenRequest,
+  type TokenEndpointFetch,
 } from './token-requesters.ts';
-export { jwkCapabilityProofSigner } from './proof-signer.ts';
+export { jwkCapabilityProofSigner, type JwkCapabilityProofSignerOptions } from './proof-signer.ts';
 export type { WebSocketUpgrader } from './websocket-upgrade.ts';

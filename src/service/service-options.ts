@@ -27,7 +27,7 @@ import type { WebSocketUpgrader } from './websocket-upgrade.ts';
 /** How a service verifies capability tokens. */
 export interface ServiceAuthOptions {
   /** The control plane's JWKS: a key source (`jwksFromUrl`, `jwksFromServiceBinding`) or a JWKS object. */
-  jwks: CapabilityKeySet | { keys: unknown[] };
+  jwks: CapabilityKeySet | { keys: readonly unknown[] };
   /** The control plane's issuer (`iss`). */
   issuer: string;
 }
@@ -46,22 +46,51 @@ export interface ServiceTimeoutOptions extends TimeoutPolicy {
 
 /** Options of {@link createService}. */
 export interface ServiceOptions {
-  /** The service id: the audience of tokens for this service. */
+  /**
+   * The service id: the audience of tokens for this service, and the prefix of each ability id.
+   * Letters, digits, `-` or `_` (no dots), at most 128 characters.
+   */
   id: string;
+  /** Human-readable name, published in the discovery document. Required. */
   title: string;
+  /** The service's own version string, published in the discovery document. Required. */
   version: string;
+  /** How capability tokens are verified: the plane's JWKS and issuer. Required. */
   auth: ServiceAuthOptions;
+  /**
+   * Accept only tokens brokered by this control plane (a signed `spb` naming it); any other
+   * token is refused with 403 `ingress_required` before the handler runs. Default: no ingress.
+   */
   ingress?: ServiceIngressOptions;
+  /** The capability catalog (from `defineCapabilities`) published in the discovery document. */
   capabilities?: CapabilityCatalog;
+  /**
+   * The abilities served (from `defineAbility`). Each id must start with `<id>.`; RPC paths,
+   * REST routes and MCP tool names must be unique across them.
+   */
   // deno-lint-ignore no-explicit-any
-  abilities: AbilityDefinition<any>[];
+  abilities: readonly AbilityDefinition<any>[];
+  /**
+   * `Cache-Control` and `Cache-Tag` headers on the discovery document: `true` for the defaults,
+   * or explicit values. Default: no cache headers.
+   */
   httpCache?: HttpCacheOption;
+  /**
+   * Deadlines: `methodMs` is the ceiling of each unary method (default
+   * `DEFAULT_ABILITY_TIMEOUT_MS`, 10 s; `false` removes it), `defaultMs` the budget of an
+   * HTTP-batch call whose caller sent none, `maxMs` the clamp on any caller budget.
+   */
   timeout?: ServiceTimeoutOptions;
   /** `{ log }` receives every event; `false` disables request logging. Default: JSON lines. */
   logger?: SvcLogOption;
+  /**
+   * The request-id middleware (always on) adopts a well-formed incoming id (`X-Request-Id`
+   * header or `request_id` query parameter); otherwise it calls `generator`, and uses a random
+   * UUID when that returns a malformed id. Default generator: a random UUID.
+   */
   requestId?: { generator?: () => string };
-  /** Hono middleware mounted before the service routes (HTTP policy layer). */
-  middleware?: MiddlewareHandler | MiddlewareHandler[];
+  /** Hono middleware mounted before the service routes (HTTP policy layer), in order. */
+  middleware?: MiddlewareHandler | readonly MiddlewareHandler[];
   /** WebSocket upgrade for runtimes where it cannot be found automatically. */
   upgradeWebSocket?: WebSocketUpgrader;
 }
@@ -77,7 +106,7 @@ export interface ResolvedServiceOptions {
   httpCache?: ResolvedHttpCache;
   timeoutPolicy: TimeoutPolicy;
   methodCeilingMs?: number | false;
-  middleware: MiddlewareHandler[];
+  middleware: readonly MiddlewareHandler[];
   /** The custom request-id generator, when one was given. */
   requestIdGenerator?: () => string;
 }
@@ -204,11 +233,11 @@ export function resolveServiceOptions(options: ServiceOptions): ResolvedServiceO
   }
   const timeout = requireTimeoutOptions(options.timeout);
   const requestIdGenerator = requireRequestIdGenerator(options.requestId);
-  const middleware = options.middleware === undefined
+  const middleware: readonly MiddlewareHandler[] = options.middleware === undefined
     ? []
     : Array.isArray(options.middleware)
     ? options.middleware
-    : [options.middleware];
+    : [options.middleware as MiddlewareHandler];
   for (const [index, handler] of middleware.entries()) {
     if (typeof handler !== 'function') {
       throw new SvcConfigurationError(`createService: \`middleware[${index}]\` is not a function`);

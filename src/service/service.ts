@@ -32,8 +32,15 @@ import { isWebSocketUpgradeRequest } from './websocket-upgrade.ts';
 
 /** A running service: a web-standard `fetch`, its Hono app, and its discovery document. */
 export interface SvcService {
+  /**
+   * Serves one request: the discovery document and every ability's RPC route. `env` holds the
+   * runtime's bindings (handlers read them from `context`, Hono's `c.env`); `ctx` is the
+   * runtime's execution context (Workers), passed through.
+   */
   fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
+  /** The Hono app behind `fetch`, for mounting the service inside a larger app. */
   app: Hono;
+  /** The discovery document the service publishes (a fresh copy on every call). */
   discovery(): ServiceDiscoveryDocument;
 }
 
@@ -70,7 +77,7 @@ function sessionAbortLogFields(reason: unknown): Pick<SvcLogEvent, 'reason' | 'e
 export function createService(options: ServiceOptions): SvcService {
   const resolved = resolveServiceOptions(options);
   // deno-lint-ignore no-explicit-any
-  const abilities = options.abilities as AbilityDefinition<any>[];
+  const abilities = options.abilities as readonly AbilityDefinition<any>[];
   assertUniqueProjections(abilities, resolved.id);
   for (const ability of abilities) assertServableAbility(ability);
   const document = serviceDiscoveryDocument({

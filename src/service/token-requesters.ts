@@ -96,10 +96,11 @@ export interface ControlPlaneJwkTokenRequesterOptions {
 
 /** The plane-side entrypoint a service binding exposes for token requests. */
 export interface CapabilityTokenBinding {
+  /** Mints a token for the binding's caller, answering the token endpoint's 200 body. */
   requestCapabilityToken(request: {
     callerServiceId: string;
     targetServiceId: string;
-    scopes: string[];
+    scopes: readonly string[];
     abilityId?: string;
     ttlSeconds?: number;
   }): Promise<unknown>;

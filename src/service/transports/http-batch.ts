@@ -37,6 +37,7 @@ export interface HttpBatchRpcOptions {
 
 /** A Cloudflare service binding (a `Fetcher`): anything with a `fetch(request)` method. */
 export interface ServiceBindingFetcher {
+  /** Delivers one request to the bound Worker and resolves with its response. */
   fetch(request: Request): Promise<Response>;
 }
 
