@@ -9,6 +9,7 @@ export default defineConfig({
     'src/adapters/bun.ts',
     'src/adapters/deno.ts',
     'src/adapters/workers.ts',
+    'src/testing/mod.ts',
   ].filter((entry) => entry === 'mod.ts' || existsSync(entry)),
   format: ['esm'],
   dts: { compilerOptions: { ignoreDeprecations: '6.0' } },
