@@ -7,10 +7,13 @@
  * than 30 s, remains, but never before half of it has passed (a short-lived token is still
  * reused, not fetched again for every session). Concurrent requests for one key share one fetch;
  * a failure is never cached. A request may bring an abort signal: when it fires, that request
- * stops waiting; once no request waits on the fetch any more, it is no longer shared and its own
- * signal is aborted. A fetch unanswered for {@link STALLED_TOKEN_FETCH_MS} is no longer shared
- * either (one that never answers must not hold later requests), while those already waiting
- * keep waiting. A slow plane thus gets one fetch per key however many callers give up on it.
+ * stops waiting, and the fetch is no longer shared with later requests (one a caller gave up on
+ * may never answer: a lost request must not hold every later call); those already waiting keep
+ * waiting, and once none waits any more its own signal is aborted. A fetch that still answers
+ * stores its token, so against a slow plane the fetches in flight for one key are bounded by
+ * the plane's latency over the callers' budget, and the first answer serves everyone after it.
+ * A fetch unanswered for {@link STALLED_TOKEN_FETCH_MS} is no longer shared either, even with
+ * requests that never give up.
  * Lifetimes are measured on the monotonic clock (`performance.now`), so a step of the caller's
  * wall clock neither keeps serving an expired token nor throws away a fresh one.
  *
@@ -178,11 +181,8 @@ export function createCapabilityTokenCache(
       };
       const giveUp = () => {
         if (!leave()) return;
-        // Others still waiting keep the fetch shared: a slow answer is still an answer.
-        if (pending.waiting === 0 && !pending.held) {
-          if (inFlight.get(key) === pending) inFlight.delete(key);
-          pending.controller.abort(signal.reason);
-        }
+        if (inFlight.get(key) === pending) inFlight.delete(key);
+        if (pending.waiting === 0 && !pending.held) pending.controller.abort(signal.reason);
         reject(signal.reason);
       };
       signal.addEventListener('abort', giveUp, { once: true });

@@ -207,7 +207,7 @@ test('a failed fetch is not cached and is not shared with later requests', async
   assert.equal(attempts, 2);
 });
 
-test('a request that gives up stops waiting; the fetch stays shared while others wait, and is aborted once none does', async () => {
+test('a request that gives up stops waiting; the fetch is aborted once no request waits on it', async () => {
   const cache = createCapabilityTokenCache();
   const fetches: { signal: AbortSignal; answer: (token: string) => void }[] = [];
   const slow = (signal: AbortSignal) =>
@@ -223,34 +223,44 @@ test('a request that gives up stops waiting; the fetch stays shared while others
   first.abort(reason);
   await assert.rejects(a, (error) => error === reason);
   assert.equal(fetches[0].signal.aborted, false, 'another request still waits on the fetch');
-  // A slow plane still answers: a later request joins the fetch others wait on.
-  const third = new AbortController();
-  const c = cache.get('k', slow, third.signal);
-  assert.equal(fetches.length, 1);
+  // A fetch a request gave up on may never answer: later requests do not join it.
+  const c = cache.get('k', slow);
+  assert.equal(fetches.length, 2);
   second.abort(reason);
   await assert.rejects(b, (error) => error === reason);
-  assert.equal(fetches[0].signal.aborted, false, 'the third request still waits');
-  fetches[0].answer('slow but sure');
-  assert.equal(await c, 'slow but sure');
-  assert.equal(await cache.get('k', slow), 'slow but sure', 'cached');
-
-  // Once the last request waiting gives up, the fetch is aborted and no longer shared.
-  const lone = new AbortController();
-  const gaveUp = cache.get('j', slow, lone.signal);
-  lone.abort(reason);
-  await assert.rejects(gaveUp, (error) => error === reason);
-  assert.equal(fetches[1].signal.aborted, true, 'nobody waits on it any more');
-  const next = cache.get('j', slow);
-  assert.equal(fetches.length, 3, 'a fresh fetch, not the abandoned one');
-  fetches[2].answer('fresh');
-  assert.equal(await next, 'fresh');
-
+  assert.equal(fetches[0].signal.aborted, true, 'nobody waits on the first fetch any more');
+  assert.equal(fetches[1].signal.aborted, false);
+  fetches[1].answer('fresh');
+  assert.equal(await c, 'fresh');
+  assert.equal(await cache.get('k', slow), 'fresh', 'cached');
   // A request whose signal already fired is refused at once and starts nothing.
   const gone = new AbortController();
   gone.abort(reason);
   cache.clear();
   await assert.rejects(cache.get('k', slow, gone.signal), (error) => error === reason);
-  assert.equal(fetches.length, 3);
+  assert.equal(fetches.length, 2);
+});
+
+test('a fetch given up on but still answering stores its token for every later request', async () => {
+  const cache = createCapabilityTokenCache();
+  const answers: ((token: string) => void)[] = [];
+  const slow = () =>
+    new Promise<{ token: string; lifetimeMs: number }>((resolve) => {
+      answers.push((token) => resolve({ token, lifetimeMs: 120_000 }));
+    });
+  const patient = cache.get('k', slow);
+  const impatient = new AbortController();
+  const gaveUp = cache.get('k', slow, impatient.signal);
+  impatient.abort(new Error('budget spent'));
+  await assert.rejects(gaveUp, /budget spent/);
+  // The patient request still holds the first fetch; the next one fetches anew.
+  const next = cache.get('k', slow, new AbortController().signal);
+  assert.equal(answers.length, 2);
+  answers[0]('slow but sure');
+  assert.equal(await patient, 'slow but sure');
+  assert.equal(await cache.get('k', slow), 'slow but sure', 'the late answer is cached');
+  answers[1]('second');
+  assert.equal(await next, 'second');
 });
 
 test('a fetch unanswered for STALLED_TOKEN_FETCH_MS is no longer shared; its waiters keep waiting', async () => {
@@ -781,4 +791,39 @@ test('a token that does not answer the request is refused, never cached, never p
     callerServiceId: 'svc-caller',
   });
   assert.equal(await requester(REQUEST), wider);
+});
+
+test('one lost token fetch does not hold the later, overlapping calls of a budgeted session', async () => {
+  const fixture = await endpointFixture();
+  let planeRequests = 0;
+  const requester = controlPlaneHmacTokenRequester({
+    clientId: 'hc1',
+    clientSecret: fixture.secrets.hc1,
+    controlPlaneUrl: 'https://plane.test',
+    fetch: (request) => {
+      // The first request reaches a replica that accepted the connection and went silent.
+      if (++planeRequests > 1) return fixture.handle(request);
+      return new Promise<Response>((_, reject) =>
+        request.signal.addEventListener('abort', () => reject(request.signal.reason))
+      );
+    },
+  });
+  const budgetMs = 150;
+  const outcomes: string[] = [];
+  const calls: Promise<void>[] = [];
+  // A call every 50 ms, each waiting up to 150 ms: some call always waits on a token.
+  for (let i = 0; i < 12; i++) {
+    const signal = AbortSignal.timeout(budgetMs);
+    calls.push(
+      requester({ ...REQUEST, signal }).then(
+        () => void outcomes.push('ok'),
+        () => void outcomes.push('gave up'),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await Promise.all(calls);
+  // Before: every call joined the lost fetch while another waited on it, and none succeeded.
+  assert.ok(outcomes.filter((outcome) => outcome === 'ok').length >= 6, outcomes.join());
+  assert.ok(planeRequests >= 2, 'the lost fetch is left once a call gives up on it');
 });
