@@ -173,7 +173,10 @@ interface Credentials {
   usableUntil: number;
   /** Epoch ms the proof was signed at (bound tokens only). */
   provedAt?: number;
-  /** Epoch ms the requester's answer arrived. */
+  /**
+   * When the requester's answer arrived, in ms on the monotonic clock (`performance.now`): a
+   * step of the wall clock must not stretch the pause it starts.
+   */
   receivedAt: number;
   /** Whether they were asked for in place of a token the service refused. */
   replacesRefused: boolean;
@@ -371,7 +374,10 @@ class AbilitySessionCore {
   readonly #openBatches = new Set<AuthenticatedSession>();
   /** Until when a background renewal waits after a failed token request (epoch ms). */
   #renewalPausedUntil = 0;
-  /** The service's refusal of credentials just received, and until when calls share it. */
+  /**
+   * The service's refusal of credentials just received, and until when calls share it (ms on
+   * the monotonic clock).
+   */
   #freshTokenRefusal: { error: unknown; until: number } | undefined;
   readonly #pending = new Set<(error: unknown) => void>();
 
@@ -502,7 +508,9 @@ class AbilitySessionCore {
   #tokenRefused(credentials: Credentials, error: unknown): void {
     this.#credentials = undefined;
     this.#refusedToken = credentials.token;
-    if (credentials.replacesRefused && Date.now() - credentials.receivedAt < RENEWAL_RETRY_MS) {
+    if (
+      credentials.replacesRefused && performance.now() - credentials.receivedAt < RENEWAL_RETRY_MS
+    ) {
       this.#freshTokenRefusal = { error, until: credentials.receivedAt + RENEWAL_RETRY_MS };
     }
   }
@@ -529,7 +537,9 @@ class AbilitySessionCore {
     const now = Date.now();
     if (credentials === undefined) {
       const refusal = this.#freshTokenRefusal;
-      if (refusal !== undefined && now < refusal.until) return Promise.reject(refusal.error);
+      if (refusal !== undefined && performance.now() < refusal.until) {
+        return Promise.reject(refusal.error);
+      }
     }
     if (
       credentials === undefined || now >= credentials.usableUntil ||
@@ -709,7 +719,10 @@ class AbilitySessionCore {
       });
     }
     const perBatch = this.#options.transport.kind === 'http-batch';
-    const arrival = { receivedAt: Date.now(), replacesRefused: refusedToken !== undefined };
+    const arrival = {
+      receivedAt: performance.now(),
+      replacesRefused: refusedToken !== undefined,
+    };
     if (!isBoundToken(token)) {
       return { token, ...arrival, ...credentialTimes(token, undefined, perBatch) };
     }

@@ -16,7 +16,7 @@ import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
 import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
-import { steppableWallClock } from '../support/wall-clock.ts';
+import { withMovableClocks } from '../support/wall-clock.ts';
 
 type Echo = { echo(input: { value: string }): Promise<{ value: string }> };
 
@@ -61,29 +61,31 @@ const transports: [
 
 for (const [name, transport] of transports) {
   test(`${name}: once a replacement token is refused too, calls share the refusal for RENEWAL_RETRY_MS instead of each asking the plane`, async () => {
-    const clock = steppableWallClock();
-    const { session, state } = refusedSession(transport);
-    try {
-      const first = await refusalOf(session.echo({ value: 'a' }));
-      assert.equal(first.status, 401);
-      assert.equal(first.code, 'capability_auth');
-      // The first refusal is answered with a replacement at once; it is refused too.
-      assert.deepEqual(await refusalOf(session.echo({ value: 'b' })), first);
-      assert.deepEqual(state.requests, [undefined, 'unknown-1']);
-      for (let i = 0; i < 30; i++) {
-        assert.deepEqual(await refusalOf(session.echo({ value: 'c' })), first);
-      }
-      assert.equal(state.requests.length, 2, 'no token request per call');
+    await withMovableClocks(async (moved) => {
+      const { session, state } = refusedSession(transport);
+      try {
+        const first = await refusalOf(session.echo({ value: 'a' }));
+        assert.equal(first.status, 401);
+        assert.equal(first.code, 'capability_auth');
+        // The first refusal is answered with a replacement at once; it is refused too.
+        assert.deepEqual(await refusalOf(session.echo({ value: 'b' })), first);
+        assert.deepEqual(state.requests, [undefined, 'unknown-1']);
+        for (let i = 0; i < 30; i++) {
+          assert.deepEqual(await refusalOf(session.echo({ value: 'c' })), first);
+        }
+        assert.equal(state.requests.length, 2, 'no token request per call');
 
-      // Once the pause has passed, the next call asks again, naming the refused token.
-      clock.advance(RENEWAL_RETRY_MS);
-      state.accept = true;
-      assert.deepEqual(await session.echo({ value: 'd' }), { value: 'd' });
-      assert.deepEqual(state.requests, [undefined, 'unknown-1', 'unknown-2']);
-    } finally {
-      clock.restore();
-      disposeAbilitySession(session);
-    }
+        // The pause runs on the monotonic clock: the wall clock stepping back ten minutes
+        // (NTP) does not stretch it. Once it has passed, the next call asks again.
+        moved.wallMs -= 600_000;
+        moved.monotonicMs += RENEWAL_RETRY_MS;
+        state.accept = true;
+        assert.deepEqual(await session.echo({ value: 'd' }), { value: 'd' });
+        assert.deepEqual(state.requests, [undefined, 'unknown-1', 'unknown-2']);
+      } finally {
+        disposeAbilitySession(session);
+      }
+    });
   });
 }
 
@@ -95,33 +97,34 @@ class RefusingMain extends RpcTarget {
 }
 
 test('a token refused long after it arrived (expired at the service) is replaced at once', async () => {
-  const clock = steppableWallClock();
-  const accepting = fakeRpcEndpoint(newFakeRecord());
-  const refusing = fakeRpcEndpoint(newFakeRecord(), { createMain: () => new RefusingMain() });
-  let service = accepting;
-  const requests: (string | undefined)[] = [];
-  const session = abilitySession<Echo>({
-    abilityId: 'fake.echo',
-    callerServiceId: 'caller',
-    targetServiceId: 'fake',
-    scopes: [],
-    requestToken: (request) => {
-      requests.push(request.refusedToken);
-      return Promise.resolve(FAKE_TOKEN);
-    },
-    transport: httpBatchRpc((request) => service.fetch(request)),
+  await withMovableClocks(async (moved) => {
+    const accepting = fakeRpcEndpoint(newFakeRecord());
+    const refusing = fakeRpcEndpoint(newFakeRecord(), { createMain: () => new RefusingMain() });
+    let service = accepting;
+    const requests: (string | undefined)[] = [];
+    const session = abilitySession<Echo>({
+      abilityId: 'fake.echo',
+      callerServiceId: 'caller',
+      targetServiceId: 'fake',
+      scopes: [],
+      requestToken: (request) => {
+        requests.push(request.refusedToken);
+        return Promise.resolve(FAKE_TOKEN);
+      },
+      transport: httpBatchRpc((request) => service.fetch(request)),
+    });
+    try {
+      assert.deepEqual(await session.echo({ value: 'a' }), { value: 'a' });
+      moved.monotonicMs += 2 * RENEWAL_RETRY_MS;
+      moved.wallMs += 2 * RENEWAL_RETRY_MS;
+      service = refusing;
+      assert.equal((await refusalOf(session.echo({ value: 'b' }))).reason, 'token_expired');
+      assert.equal(requests.length, 1);
+      // Refused long after it arrived: the next call asks for another at once.
+      assert.equal((await refusalOf(session.echo({ value: 'c' }))).reason, 'token_expired');
+      assert.deepEqual(requests, [undefined, FAKE_TOKEN]);
+    } finally {
+      disposeAbilitySession(session);
+    }
   });
-  try {
-    assert.deepEqual(await session.echo({ value: 'a' }), { value: 'a' });
-    clock.advance(2 * RENEWAL_RETRY_MS);
-    service = refusing;
-    assert.equal((await refusalOf(session.echo({ value: 'b' }))).reason, 'token_expired');
-    assert.equal(requests.length, 1);
-    // Refused long after it arrived: the next call asks for another at once.
-    assert.equal((await refusalOf(session.echo({ value: 'c' }))).reason, 'token_expired');
-    assert.deepEqual(requests, [undefined, FAKE_TOKEN]);
-  } finally {
-    clock.restore();
-    disposeAbilitySession(session);
-  }
 });
