@@ -20,6 +20,7 @@ import { MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import {
   CapabilityAuthError,
   hasSvcErrorShape,
+  isRetryableStatusByDefault,
   SvcConfigurationError,
   SvcInternalError,
 } from '../core/errors.ts';
@@ -309,7 +310,8 @@ interface Refusal {
 function refuse(options: ServeRpcOptions, refusal: Refusal): Response {
   return problemResponse({
     code: 'internal',
-    retryable: false,
+    // Errors r2: a stalled upload (408) is worth retrying; the other refusals are not.
+    retryable: isRetryableStatusByDefault(refusal.status),
     ...refusal,
     ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
   });

@@ -214,6 +214,7 @@ test('DOS-08 a batch body that stalls is a 408 after batchBodyTimeoutMs, its str
   assert.equal(response.status, 408);
   const problem = await problemOf(response);
   assert.equal(problem.reason, 'rpc_batch_timeout');
+  assert.equal(problem.retryable, true, 'Errors r2: a 408 is retryable by default');
   assert.ok(Date.now() - started < 5_000, `answered after ${Date.now() - started} ms`);
   assert.equal(cancelled, true, 'the stalled body was released');
   assert.equal(record.sessions.length, 0);
