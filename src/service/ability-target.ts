@@ -13,6 +13,7 @@
  * @module
  */
 import { RpcTarget } from 'capnweb';
+import type { Context } from 'hono';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { earliestBudgetMs, effectiveMethodCeilingMs } from '../core/deadline.ts';
 import {
@@ -248,7 +249,7 @@ class LazyAbort {
  * the rest of the object. Destructuring reads it like any member.
  */
 class CallFactoryInput implements HandlerFactoryInput {
-  readonly context: unknown;
+  readonly context: Context;
   readonly identity: VerifiedIdentity;
   readonly remainingTimeoutMs: () => number | undefined;
   declare readonly connInfo?: ConnInfo;
@@ -261,7 +262,8 @@ class CallFactoryInput implements HandlerFactoryInput {
     abort: LazyAbort,
     remainingTimeoutMs: () => number | undefined,
   ) {
-    this.context = call.context;
+    // A service's gateway passes the call's Hono context; only tests built by hand pass others.
+    this.context = call.context as Context;
     this.identity = call.identity;
     this.remainingTimeoutMs = remainingTimeoutMs;
     this.#abort = abort;

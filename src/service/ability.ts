@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Context } from 'hono';
 import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
@@ -36,8 +37,12 @@ export type AbilityMethods = Record<string, MethodDefinition<any, any, any>>;
 
 /** What a handler factory receives, once per call, after every check passed. */
 export interface HandlerFactoryInput {
-  /** Runtime access: the request context and environment bindings. */
-  context: unknown;
+  /**
+   * Runtime access: the Hono request context of the call (a WebSocket session's is its upgrade
+   * request). `context.env` holds the runtime's bindings (a Worker's `env`, typed as you declare
+   * it there), `context.req` the request, `context.var` what middleware set.
+   */
+  context: Context;
   /** The caller, as verified from its capability token. */
   identity: VerifiedIdentity;
   /** Advisory connection info; present only for brokered tokens at an ingress service. */

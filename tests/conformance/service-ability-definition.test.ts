@@ -302,9 +302,11 @@ test('Ability definition handler: a factory receiving context, identity, connInf
   // One factory call per method call.
   assert.equal(received.length, 2);
   const [input] = received;
-  const context = input.context as { env: { BINDING: string }; req: unknown };
+  // The Hono context of the call, typed: bindings and the request read without a cast.
+  const { context } = input;
   assert.equal(context.env.BINDING, 'bound value');
-  assert.ok(context.req !== undefined);
+  assert.equal(new URL(context.req.url).pathname, '/rpc/svc-c.inspect');
+  assert.equal(context.req.header('X-Svc-Idempotency-Key'), 'key-1');
   assert.equal(input.identity.audience, 'svc-c');
   assert.deepEqual(input.identity.scopes, ['svc-c.read']);
   assert.ok(input.signal instanceof AbortSignal);
