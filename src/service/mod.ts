@@ -60,7 +60,7 @@ export {
   type RemoteJwksOptions,
   staticJwks,
 } from './jwks-sources.ts';
-export { WEBSOCKET_AUTHENTICATE_TIMEOUT_MS } from './rpc-serve.ts';
+export { DEFAULT_BATCH_BODY_TIMEOUT_MS, WEBSOCKET_AUTHENTICATE_TIMEOUT_MS } from './rpc-serve.ts';
 export {
   type AbilitySession,
   abilitySession,
@@ -68,10 +68,14 @@ export {
   type AbilitySessionOptions,
   disposeAbilitySession,
   MAX_CALLS_PER_BATCH,
+  MAX_RENEWAL_PAUSE_MS,
   type ProofSigner,
+  RENEWAL_RETRY_MS,
+  STALLED_TOKEN_REQUEST_MS,
   type TokenRequest,
   type TokenRequester,
 } from './ability-session.ts';
+export { STALLED_TOKEN_FETCH_MS } from './token-request-cache.ts';
 export {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
