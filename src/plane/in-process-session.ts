@@ -16,7 +16,11 @@ import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { DelegatedSubject } from '../core/identity.ts';
 import { isPrincipalKindTooLong, MAX_PRINCIPAL_KIND_LENGTH } from '../core/token-claims.ts';
 import { applyTimeoutPolicy, type TimeoutPolicy } from '../core/deadline.ts';
-import { type AbilitySession, abilitySession } from '../service/ability-session.ts';
+import {
+  type AbilitySession,
+  abilitySession,
+  refuseAbilityOutsideTarget,
+} from '../service/ability-session.ts';
 import type { AbilityDiscoveryEntry } from '../service/discovery.ts';
 import type {
   OpenedRpcSession,
@@ -307,13 +311,7 @@ function sessionOptions(options: unknown): Record<string, unknown> {
 function abilityOfTarget(options: Record<string, unknown>): [string, string] {
   const abilityId = text(options.abilityId, 'abilityId');
   const targetServiceId = text(options.targetServiceId, 'targetServiceId');
-  if (!abilityId.startsWith(`${targetServiceId}.`)) {
-    throw new SvcConfigurationError(
-      `abilitySession: \`abilityId\` "${abilityId}" is not an ability of \`targetServiceId\` ` +
-        `"${targetServiceId}" (its id must start with "${targetServiceId}.")`,
-      { reason: 'ability_target_mismatch' },
-    );
-  }
+  refuseAbilityOutsideTarget(abilityId, targetServiceId);
   return [abilityId, targetServiceId];
 }
 

@@ -38,6 +38,7 @@ import {
 } from '../core/errors.ts';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
+import { isAbilityOfService } from './identifiers.ts';
 import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from './proof-verify.ts';
 import type {
   OpenedRpcSession,
@@ -309,6 +310,20 @@ function requireText(value: unknown, name: string): string {
   return value;
 }
 
+/**
+ * Refuses a session for an ability its target does not serve (abilities are named after their
+ * service): such a session could only be refused, after a token was minted for nothing. Throws
+ * `SvcConfigurationError` with reason `ability_target_mismatch`.
+ */
+export function refuseAbilityOutsideTarget(abilityId: string, targetServiceId: string): void {
+  if (isAbilityOfService(abilityId, targetServiceId)) return;
+  throw new SvcConfigurationError(
+    `abilitySession: \`abilityId\` "${abilityId}" is not an ability of \`targetServiceId\` ` +
+      `"${targetServiceId}" (its id must start with "${targetServiceId}.")`,
+    { reason: 'ability_target_mismatch' },
+  );
+}
+
 const SESSION_OPTIONS: readonly string[] = [
   'abilityId',
   'callerServiceId',
@@ -331,13 +346,7 @@ function validateOptions(options: AbilitySessionOptions): void {
   requireText(options.abilityId, 'abilityId');
   requireText(options.callerServiceId, 'callerServiceId');
   requireText(options.targetServiceId, 'targetServiceId');
-  if (!options.abilityId.startsWith(`${options.targetServiceId}.`)) {
-    // An ability is named after its service: this session could only ever be refused.
-    throw new SvcConfigurationError(
-      `abilitySession: ability ${options.abilityId} is not an ability of ${options.targetServiceId}`,
-      { reason: 'ability_target_mismatch' },
-    );
-  }
+  refuseAbilityOutsideTarget(options.abilityId, options.targetServiceId);
   if (!Array.isArray(options.scopes) || options.scopes.some((s) => typeof s !== 'string')) {
     throw new SvcConfigurationError('abilitySession: scopes must be an array of strings');
   }

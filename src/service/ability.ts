@@ -10,7 +10,12 @@ import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { VerifiedIdentity } from '../core/identity.ts';
-import { isAbilityId, methodNameProblem, rpcPathProblem } from './identifiers.ts';
+import {
+  isAbilityId,
+  isAbilityOfService,
+  methodNameProblem,
+  rpcPathProblem,
+} from './identifiers.ts';
 import { checkMethodDefinition, checkScopeList, type MethodDefinition } from './method.ts';
 import { restRouteKey } from './rest-path.ts';
 import type { AbilityHandlerObject } from './types.ts';
@@ -303,7 +308,7 @@ export function assertUniqueProjections(
   const restRoutes = new Map<string, string>();
   const mcpNames = new Map<string, string>();
   for (const ability of abilities) {
-    if (!ability.id.startsWith(`${serviceId}.`)) {
+    if (!isAbilityOfService(ability.id, serviceId)) {
       throw new SvcConfigurationError(
         `ability ${ability.id} does not belong to service ${serviceId}: its id must start with ` +
           `"${serviceId}."`,

@@ -22,6 +22,7 @@ import {
 import { type CapabilityCatalog, checkCapabilityCatalog } from './capabilities.ts';
 import {
   isAbilityId,
+  isAbilityOfService,
   MCP_TOOL_NAME_PATTERN,
   methodNameProblem,
   rpcPathProblem,
@@ -447,7 +448,7 @@ function readMethods(
 function readAbility(reader: DocumentReader, value: unknown, index: number): AbilityDiscoveryEntry {
   const where = `abilities[${index}]`;
   const ability = reader.object(value, where);
-  if (!isAbilityId(ability.id) || !ability.id.startsWith(`${reader.serviceId}.`)) {
+  if (!isAbilityId(ability.id) || !isAbilityOfService(ability.id, reader.serviceId)) {
     refuseDocument(
       reader.serviceId,
       `${where}.id`,

@@ -55,6 +55,14 @@ const RESERVED_METHOD_NAMES: ReadonlySet<string> = new Set([
   'onRpcBroken',
 ]);
 
+/**
+ * Whether `abilityId` names an ability of `serviceId`: its service part (before the one dot) is
+ * that id. Abilities are named after their service, so no other ability can be served by it.
+ */
+export function isAbilityOfService(abilityId: string, serviceId: string): boolean {
+  return abilityId.startsWith(`${serviceId}.`);
+}
+
 /** Whether a string is a well-formed ability id. */
 export function isAbilityId(value: unknown): value is string {
   return typeof value === 'string' && value.length <= MAX_ABILITY_ID_LENGTH &&
