@@ -1,5 +1,7 @@
 // Contract "Signing-key rotation" r1-r9, each stage a redeploy of the real plane while the real
-// services keep their JWKS caches (0.3 s here, so "once the cache expires" is a short wait).
+// services keep their JWKS caches. The caches live 30 s here and each test moves the wall clock
+// past that instead of waiting, so no stall of a loaded machine between two steps can expire a
+// cache early and turn an expected refusal into an acceptance.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DEFAULT_HTTP_CACHE_MAX_AGE_SECONDS } from '../../src/core/http-cache.ts';
@@ -7,6 +9,7 @@ import { SvcConfigurationError } from '../../src/core/errors.ts';
 import type { ControlPlane } from '../../src/plane/control-plane.ts';
 import { MAX_CAPABILITY_TOKEN_TTL_SECONDS } from '../../src/plane/issuer.ts';
 import { DEFAULT_JWKS_CACHE_TTL_SECONDS } from '../../src/service/jwks-sources.ts';
+import { steppableWallClock } from '../support/wall-clock.ts';
 import {
   assertRefusal,
   createPlaneDeployment,
@@ -14,13 +17,33 @@ import {
   hmacTokenRequest,
   JWKS_URL,
   type PlaneDeployment,
+  type PlaneDeploymentOptions,
   readResponse,
-  sleep,
   tokenBody,
 } from './plane-fixture.ts';
 
-/** Longer than the fixture's service JWKS cache TTL (0.3 s). */
-const CACHE_EXPIRY_MS = 450;
+/** The services' JWKS cache lifetime in these tests. */
+const JWKS_CACHE_TTL_SECONDS = 30;
+
+/** A deployment whose services cache the JWKS for {@link JWKS_CACHE_TTL_SECONDS}. */
+async function rotationDeployment(options: PlaneDeploymentOptions = {}) {
+  return await createPlaneDeployment({ ...options, jwksCacheTtlSeconds: JWKS_CACHE_TTL_SECONDS });
+}
+
+/**
+ * A rotation test: `expireCaches()` moves the wall clock one second past the services' JWKS
+ * cache lifetime, as waiting that long would.
+ */
+function rotationTest(name: string, body: (expireCaches: () => void) => Promise<void>) {
+  test(name, async () => {
+    const clock = steppableWallClock();
+    try {
+      await body(() => clock.advance((JWKS_CACHE_TTL_SECONDS + 1) * 1000));
+    } finally {
+      clock.restore();
+    }
+  });
+}
 
 type Report = { identity: Record<string, unknown> };
 
@@ -41,12 +64,14 @@ async function accepted(fx: PlaneDeployment, token: string, abilityId = 'svc-a.e
 }
 
 async function refusedUnknownKid(fx: PlaneDeployment, token: string, abilityId = 'svc-a.echo') {
+  const factories = fx.count('factories', abilityId);
   using session = fx.session(abilityId, { token });
   await assertRefusal(session.whoami({}), {
     code: 'capability_auth',
     status: 401,
     reason: 'unknown_capability_key_id',
   });
+  assert.equal(fx.count('factories', abilityId), factories, 'the handler never ran');
 }
 
 async function publishedKids(plane: ControlPlane): Promise<string[]> {
@@ -55,7 +80,7 @@ async function publishedKids(plane: ControlPlane): Promise<string[]> {
 }
 
 test('Rotation r1: position, not age, decides the signer; every entry is published', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1', 'k2'] });
+  const fx = await rotationDeployment({ signingOrder: ['k1', 'k2'] });
   assert.equal(kidOf(await tokenFrom(fx.plane)), 'k1');
   const reordered = await fx.redeploy(['k2', 'k1']);
   assert.equal(kidOf(await tokenFrom(reordered)), 'k2');
@@ -68,8 +93,8 @@ test('Rotation r1: position, not age, decides the signer; every entry is publish
   );
 });
 
-test('Rotation r1: never keep a kid while changing its secret', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1'] });
+rotationTest('Rotation r1: never keep a kid while changing its secret', async (expireCaches) => {
+  const fx = await rotationDeployment({ signingOrder: ['k1'] });
   const original = await tokenFrom(fx.plane);
   await accepted(fx, original);
   // The same kid, another secret: the services' cached k1 no longer matches new tokens...
@@ -81,29 +106,32 @@ test('Rotation r1: never keep a kid while changing its secret', async () => {
   using before = fx.session('svc-a.echo', { token: changed });
   await assertRefusal(before.whoami({}), { status: 401, reason: 'bad_signature' });
   // ...and once they refetch, every token of the old secret fails instead.
-  await sleep(CACHE_EXPIRY_MS);
+  expireCaches();
   await accepted(fx, changed);
   using after = fx.session('svc-a.echo', { token: original });
   await assertRefusal(after.whoami({}), { status: 401 });
 });
 
-test('Rotation r2: stage 1 publishes the new key last; the old key keeps signing', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1'] });
-  await accepted(fx, await tokenFrom(fx.plane)); // svc-a caches a JWKS with k1 only
-  const prepared = await fx.redeploy(['k1', 'k2']);
-  assert.deepEqual(await publishedKids(prepared), ['k1', 'k2']);
-  const token = await tokenFrom(prepared);
-  assert.equal(kidOf(token), 'k1');
-  await accepted(fx, token);
-  // After one cache lifetime the services know k2 too, before anything is signed with it.
-  await sleep(CACHE_EXPIRY_MS);
-  const stage2 = fx.replica(['k2', 'k1']);
-  await stage2.ready();
-  await accepted(fx, await tokenFrom(stage2));
-});
+rotationTest(
+  'Rotation r2: stage 1 publishes the new key last; the old key keeps signing',
+  async (expireCaches) => {
+    const fx = await rotationDeployment({ signingOrder: ['k1'] });
+    await accepted(fx, await tokenFrom(fx.plane)); // svc-a caches a JWKS with k1 only
+    const prepared = await fx.redeploy(['k1', 'k2']);
+    assert.deepEqual(await publishedKids(prepared), ['k1', 'k2']);
+    const token = await tokenFrom(prepared);
+    assert.equal(kidOf(token), 'k1');
+    await accepted(fx, token);
+    // After one cache lifetime the services know k2 too, before anything is signed with it.
+    expireCaches();
+    const stage2 = fx.replica(['k2', 'k1']);
+    await stage2.ready();
+    await accepted(fx, await tokenFrom(stage2));
+  },
+);
 
 test('Rotation r3: replicas at stage 1 and stage 2 interoperate', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1', 'k2'] });
+  const fx = await rotationDeployment({ signingOrder: ['k1', 'k2'] });
   const stage1 = fx.plane;
   const stage2 = fx.replica(['k2', 'k1']);
   await stage2.ready();
@@ -122,25 +150,28 @@ test('Rotation r3: replicas at stage 1 and stage 2 interoperate', async () => {
   );
 });
 
-test('Rotation r4: retiring the old key invalidates its tokens once caches expire', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k2', 'k1'] });
-  const stage1 = fx.replica(['k1', 'k2']);
-  await stage1.ready();
-  const oldToken = await tokenFrom(stage1);
-  assert.equal(kidOf(oldToken), 'k1');
-  await accepted(fx, oldToken);
-  const retired = await fx.redeploy(['k2']);
-  assert.deepEqual(await publishedKids(retired), ['k2']);
-  await sleep(CACHE_EXPIRY_MS);
-  await refusedUnknownKid(fx, oldToken);
-  await accepted(fx, await tokenFrom(retired));
-});
+rotationTest(
+  'Rotation r4: retiring the old key invalidates its tokens once caches expire',
+  async (expireCaches) => {
+    const fx = await rotationDeployment({ signingOrder: ['k2', 'k1'] });
+    const stage1 = fx.replica(['k1', 'k2']);
+    await stage1.ready();
+    const oldToken = await tokenFrom(stage1);
+    assert.equal(kidOf(oldToken), 'k1');
+    await accepted(fx, oldToken);
+    const retired = await fx.redeploy(['k2']);
+    assert.deepEqual(await publishedKids(retired), ['k2']);
+    expireCaches();
+    await refusedUnknownKid(fx, oldToken);
+    await accepted(fx, await tokenFrom(retired));
+  },
+);
 
 test('Rotation r5: the parts of the overlap window are bounded and configurable', async () => {
   assert.equal(MAX_CAPABILITY_TOKEN_TTL_SECONDS, 3600);
   assert.equal(DEFAULT_HTTP_CACHE_MAX_AGE_SECONDS, 60);
   assert.equal(DEFAULT_JWKS_CACHE_TTL_SECONDS, 300);
-  const fx = await createPlaneDeployment();
+  const fx = await rotationDeployment();
   // The maximum token lifetime is the plane's ttlSeconds: no request gets a longer token.
   const capped = decodeJws(await tokenFrom(fx.plane, tokenBody({ ttlSeconds: 86_400 })));
   assert.equal((capped.claims.exp as number) - (capped.claims.iat as number), 120);
@@ -166,7 +197,7 @@ test('Rotation r5: the parts of the overlap window are bounded and configurable'
 });
 
 test('Rotation r6: the JWKS carries the svc:jwks tag to purge at the edge', async () => {
-  const fx = await createPlaneDeployment();
+  const fx = await rotationDeployment();
   for (const httpCache of [true, { tags: ['keys-eu'] }]) {
     const { headers } = await readResponse(
       await fx.replica(['k1'], { httpCache }).fetch(new Request(JWKS_URL)),
@@ -175,42 +206,51 @@ test('Rotation r6: the JWKS carries the svc:jwks tag to purge at the edge', asyn
   }
 });
 
-test('Rotation r7: rollback swaps the order back; tokens minted during the attempt stay valid', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1', 'k2'] });
-  await fx.redeploy(['k2', 'k1']);
-  const duringAttempt = await tokenFrom(fx.plane);
-  assert.equal(kidOf(duringAttempt), 'k2');
-  const rolledBack = await fx.redeploy(['k1', 'k2']);
-  assert.equal(kidOf(await tokenFrom(rolledBack)), 'k1');
-  await sleep(CACHE_EXPIRY_MS);
-  await accepted(fx, duringAttempt);
-  assert.deepEqual(await publishedKids(rolledBack), ['k1', 'k2']);
-});
+rotationTest(
+  'Rotation r7: rollback swaps the order back; tokens minted during the attempt stay valid',
+  async (expireCaches) => {
+    const fx = await rotationDeployment({ signingOrder: ['k1', 'k2'] });
+    await fx.redeploy(['k2', 'k1']);
+    const duringAttempt = await tokenFrom(fx.plane);
+    assert.equal(kidOf(duringAttempt), 'k2');
+    const rolledBack = await fx.redeploy(['k1', 'k2']);
+    assert.equal(kidOf(await tokenFrom(rolledBack)), 'k1');
+    expireCaches();
+    await accepted(fx, duringAttempt);
+    assert.deepEqual(await publishedKids(rolledBack), ['k1', 'k2']);
+  },
+);
 
-test('Rotation r8: revoking a key fails every outstanding token it signed', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1', 'k2'] });
-  const compromised = [await tokenFrom(fx.plane), await tokenFrom(fx.plane)];
-  for (const token of compromised) await accepted(fx, token);
-  const revoked = await fx.redeploy(['k2']); // absent, not demoted
-  await sleep(CACHE_EXPIRY_MS);
-  for (const token of compromised) await refusedUnknownKid(fx, token);
-  const fresh = await tokenFrom(revoked);
-  assert.equal(kidOf(fresh), 'k2');
-  await accepted(fx, fresh);
-  assert.ok(fx.jwksRequests.every((url) => new URL(url).pathname === new URL(JWKS_URL).pathname));
-});
+rotationTest(
+  'Rotation r8: revoking a key fails every outstanding token it signed',
+  async (expireCaches) => {
+    const fx = await rotationDeployment({ signingOrder: ['k1', 'k2'] });
+    const compromised = [await tokenFrom(fx.plane), await tokenFrom(fx.plane)];
+    for (const token of compromised) await accepted(fx, token);
+    const revoked = await fx.redeploy(['k2']); // absent, not demoted
+    expireCaches();
+    for (const token of compromised) await refusedUnknownKid(fx, token);
+    const fresh = await tokenFrom(revoked);
+    assert.equal(kidOf(fresh), 'k2');
+    await accepted(fx, fresh);
+    assert.ok(fx.jwksRequests.every((url) => new URL(url).pathname === new URL(JWKS_URL).pathname));
+  },
+);
 
-test('Rotation r9: a kid missing from the cached JWKS is refused until the cache expires', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1'] });
-  await accepted(fx, await tokenFrom(fx.plane));
-  const fetches = fx.counters.jwksFetches;
-  // Skipping stage 1: k2 signs before svc-a has seen it.
-  const hasty = await fx.redeploy(['k2', 'k1']);
-  const early = await tokenFrom(hasty);
-  await refusedUnknownKid(fx, early);
-  await refusedUnknownKid(fx, early);
-  assert.equal(fx.counters.jwksFetches, fetches, 'an unknown kid does not trigger a refetch');
-  await sleep(CACHE_EXPIRY_MS);
-  const identity = await accepted(fx, early);
-  assert.equal(identity.serviceId, 'svc-caller');
-});
+rotationTest(
+  'Rotation r9: a kid missing from the cached JWKS is refused until the cache expires',
+  async (expireCaches) => {
+    const fx = await rotationDeployment({ signingOrder: ['k1'] });
+    await accepted(fx, await tokenFrom(fx.plane));
+    const fetches = fx.counters.jwksFetches;
+    // Skipping stage 1: k2 signs before svc-a has seen it.
+    const hasty = await fx.redeploy(['k2', 'k1']);
+    const early = await tokenFrom(hasty);
+    await refusedUnknownKid(fx, early);
+    await refusedUnknownKid(fx, early);
+    assert.equal(fx.counters.jwksFetches, fetches, 'an unknown kid does not trigger a refetch');
+    expireCaches();
+    const identity = await accepted(fx, early);
+    assert.equal(identity.serviceId, 'svc-caller');
+  },
+);

@@ -1,6 +1,7 @@
 // Security checklist A4 (JWKS and rotation) end to end: the plane's HTTP JWKS and token routes,
-// real services verifying against the JWKS they fetched through their binding. The fixture's
-// service JWKS cache TTL is 0.3 s (the checklist's "2 s" scaled down to keep the suite fast).
+// real services verifying against the JWKS they fetched through their binding. The services cache
+// the JWKS for 30 s here; a test moves the wall clock past that instead of waiting (the checklist's
+// "2 s" wait), so no stall of a loaded machine can expire a cache between two steps.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
@@ -15,12 +16,36 @@ import {
   JWKS_URL,
   type PlaneDeployment,
   readResponse,
-  sleep,
   tokenBody,
 } from './plane-fixture.ts';
+import { steppableWallClock } from '../support/wall-clock.ts';
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth'];
-const CACHE_EXPIRY_MS = 450;
+/** The services' JWKS cache lifetime in the tests that wait for it to pass. */
+const JWKS_CACHE_TTL_SECONDS = 30;
+
+/**
+ * A test whose deployment caches the JWKS for {@link JWKS_CACHE_TTL_SECONDS}; `expireCaches()`
+ * moves the wall clock one second past that lifetime.
+ */
+function cacheExpiryTest(
+  name: string,
+  body: (fx: PlaneDeployment, expireCaches: () => void) => Promise<void>,
+  signingOrder: Array<'k1' | 'k2'>,
+) {
+  test(name, async () => {
+    const clock = steppableWallClock();
+    try {
+      const fx = await createPlaneDeployment({
+        signingOrder,
+        jwksCacheTtlSeconds: JWKS_CACHE_TTL_SECONDS,
+      });
+      await body(fx, () => clock.advance((JWKS_CACHE_TTL_SECONDS + 1) * 1000));
+    } finally {
+      clock.restore();
+    }
+  });
+}
 
 type Report = { identity: Record<string, unknown> };
 
@@ -84,25 +109,27 @@ test('JWKS-03 two planes [k1,k2] and [k2,k1]: all four token/JWKS combinations p
   assert.equal(decodeJws(await tokenFrom(second.plane)).header.kid, 'k2');
 });
 
-test('JWKS-04 retire: a k1 token passes within the service cache TTL and fails after it', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k2', 'k1'] });
-  const stage1 = fx.replica(['k1', 'k2']);
-  const k1Token = await tokenFrom(stage1);
-  await whoami(fx, k1Token);
-  await fx.redeploy(['k2']);
-  try {
-    await whoami(fx, k1Token); // inside the TTL: may still pass
-  } catch (error) {
-    assert.equal((error as { reason?: unknown }).reason, 'unknown_capability_key_id');
-  }
-  await sleep(CACHE_EXPIRY_MS);
-  using session = fx.session('svc-a.echo', { token: k1Token });
-  await assertRefusal(session.whoami({}), {
-    code: 'capability_auth',
-    status: 401,
-    reason: 'unknown_capability_key_id',
-  });
-});
+cacheExpiryTest(
+  'JWKS-04 retire: a k1 token passes within the service cache TTL and fails after it',
+  async (fx, expireCaches) => {
+    const stage1 = fx.replica(['k1', 'k2']);
+    const k1Token = await tokenFrom(stage1);
+    await whoami(fx, k1Token);
+    await fx.redeploy(['k2']);
+    // Inside the TTL the service still holds k1.
+    assert.equal((await whoami(fx, k1Token)).serviceId, 'svc-caller');
+    expireCaches();
+    const factories = fx.count('factories', 'svc-a.echo');
+    using session = fx.session('svc-a.echo', { token: k1Token });
+    await assertRefusal(session.whoami({}), {
+      code: 'capability_auth',
+      status: 401,
+      reason: 'unknown_capability_key_id',
+    });
+    assert.equal(fx.count('factories', 'svc-a.echo'), factories, 'the handler never ran');
+  },
+  ['k2', 'k1'],
+);
 
 test('JWKS-05 two entries sharing kid k1 refuse to start, naming the duplicate', async () => {
   const fx = await createPlaneDeployment();
@@ -155,18 +182,23 @@ test('JWKS-07 httpCache: max-age, stale-while-revalidate=300, svc:jwks; 0 drops 
   assert.match(rotationControl, /max-age=\d+/);
 });
 
-test('JWKS-08 emergency revocation: k1 absent, its tokens fail, new tokens use k2', async () => {
-  const fx = await createPlaneDeployment({ signingOrder: ['k1', 'k2'] });
-  const compromised = await tokenFrom(fx.plane);
-  await whoami(fx, compromised);
-  const revoked = await fx.redeploy(['k2']);
-  await sleep(CACHE_EXPIRY_MS);
-  using session = fx.session('svc-a.echo', { token: compromised });
-  await assertRefusal(session.whoami({}), { status: 401, reason: 'unknown_capability_key_id' });
-  const fresh = await tokenFrom(revoked);
-  assert.equal(decodeJws(fresh).header.kid, 'k2');
-  assert.equal((await whoami(fx, fresh)).serviceId, 'svc-caller');
-  const jwksPath = new URL(JWKS_URL).pathname;
-  assert.ok(fx.jwksRequests.length >= 2);
-  assert.ok(fx.jwksRequests.every((url) => new URL(url).pathname === jwksPath));
-});
+cacheExpiryTest(
+  'JWKS-08 emergency revocation: k1 absent, its tokens fail, new tokens use k2',
+  async (fx, expireCaches) => {
+    const compromised = await tokenFrom(fx.plane);
+    await whoami(fx, compromised);
+    const revoked = await fx.redeploy(['k2']);
+    expireCaches();
+    const factories = fx.count('factories', 'svc-a.echo');
+    using session = fx.session('svc-a.echo', { token: compromised });
+    await assertRefusal(session.whoami({}), { status: 401, reason: 'unknown_capability_key_id' });
+    assert.equal(fx.count('factories', 'svc-a.echo'), factories, 'the handler never ran');
+    const fresh = await tokenFrom(revoked);
+    assert.equal(decodeJws(fresh).header.kid, 'k2');
+    assert.equal((await whoami(fx, fresh)).serviceId, 'svc-caller');
+    const jwksPath = new URL(JWKS_URL).pathname;
+    assert.ok(fx.jwksRequests.length >= 2);
+    assert.ok(fx.jwksRequests.every((url) => new URL(url).pathname === jwksPath));
+  },
+  ['k1', 'k2'],
+);
