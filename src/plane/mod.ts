@@ -63,9 +63,13 @@ export {
 export {
   type CapabilityTokenEntrypoint,
   capabilityTokenEntrypoint,
+  type CapabilityTokenEntrypointAnswer,
+  type CapabilityTokenEntrypointError,
   type CapabilityTokenEntrypointOptions,
+  type CapabilityTokenEntrypointRefusal,
   type CapabilityTokenEntrypointRequest,
   type CapabilityTokenEntrypointResponse,
+  MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH,
   type TokenIssuingPlane,
 } from './token-entrypoint.ts';
 export { PLANE_REQUEST_FAILED_EVENT } from './request-failure.ts';

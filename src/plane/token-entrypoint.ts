@@ -8,13 +8,23 @@
  * `subject` (403). The answer has the token endpoint's shape, so the requester caches it the same
  * way. Everything else (grants, scopes, targets, TTL caps) is the plane's ordinary issuance.
  *
+ * Refusals are answered, not thrown: `{ error: { code, status, retryable, reason?, message } }`.
+ * Workers RPC carries a thrown error's own properties only when both Workers run with
+ * `enhanced_error_serialization` (compatibility date 2026-04-21 or later); otherwise the caller
+ * receives a bare `Error` whose name is folded into its message, and a 403 refusal would read as
+ * an unreachable plane. Plain data crosses every binding unchanged, whatever either side's
+ * compatibility date.
+ *
  * @module
  */
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import {
   AbilityValidationError,
   CapabilityAuthError,
+  hasSvcErrorShape,
   SvcConfigurationError,
+  type SvcErrorCode,
+  svcErrorInfo,
   type ValidationIssue,
 } from '../core/errors.ts';
 import type { IssuedCapabilityToken } from './issuer.ts';
@@ -56,7 +66,7 @@ export interface CapabilityTokenEntrypointRequest {
   ttlSeconds?: number;
 }
 
-/** The answer: the same members as the token endpoint's 200 body. */
+/** A minted token: the same members as the token endpoint's 200 body. */
 export interface CapabilityTokenEntrypointResponse {
   /** The capability token (compact ES256 JWS). */
   token: string;
@@ -68,19 +78,65 @@ export interface CapabilityTokenEntrypointResponse {
   expiresIn: number;
   /** The granted scopes, sorted and de-duplicated. */
   scopes: string[];
+  /** Never present on a minted token: its presence marks a refusal. */
+  error?: never;
 }
+
+/** What a refusal says, as plain data: the taxonomy fields and a bounded message. */
+export interface CapabilityTokenEntrypointError {
+  /** Taxonomy classification. */
+  code: SvcErrorCode;
+  /** The classification status (403, 422, 500...). */
+  status: number;
+  /** Whether the failure is transient. */
+  retryable: boolean;
+  /** The failed check (`grant_denied`, `caller_mismatch`, `unknown_target`...). */
+  reason?: string;
+  /** What went wrong, at most {@link MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH} characters. */
+  message: string;
+}
+
+/**
+ * A refusal: `{ error }` and none of the token members, so no reader can take it for a token.
+ * The requester re-validates every field with `svcErrorInfo` all the same.
+ */
+export interface CapabilityTokenEntrypointRefusal {
+  /** The refusal's taxonomy fields and message. */
+  error: CapabilityTokenEntrypointError;
+  /** Absent on a refusal. */
+  token?: never;
+  /** Absent on a refusal. */
+  tokenType?: never;
+  /** Absent on a refusal. */
+  expiresAt?: never;
+  /** Absent on a refusal. */
+  expiresIn?: never;
+  /** Absent on a refusal. */
+  scopes?: never;
+}
+
+/** What the entrypoint resolves with: a minted token, or a refusal as data. */
+export type CapabilityTokenEntrypointAnswer =
+  | CapabilityTokenEntrypointResponse
+  | CapabilityTokenEntrypointRefusal;
+
+/** Longest message a refusal carries across the binding. */
+export const MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH = 512;
 
 /** The object a Workers entrypoint exposes for `controlPlaneRpcTokenRequester`. */
 export interface CapabilityTokenEntrypoint {
   /**
-   * Mints a token for the configured caller. Rejects with `AbilityValidationError` 422
-   * (`invalid_token_request`) for a malformed request, `CapabilityAuthError` 403 for a
-   * `subject` (`subject_not_allowed`) or another caller (`caller_mismatch`), and otherwise as
-   * the plane's issuance does.
+   * Mints a token for the configured caller, or resolves with a refusal `{ error }`: 422
+   * `ability_validation` (`invalid_token_request`) for a malformed request, 403
+   * `capability_auth` for a `subject` (`subject_not_allowed`) or another caller
+   * (`caller_mismatch`), and otherwise whatever taxonomy error the plane's issuance raised
+   * (`grant_denied`, `unknown_scope`, `unknown_target`, `target_unreachable`...). It rejects
+   * only for what is no refusal (a bug, an `SvcConfigurationError` meant for the operator), so
+   * the runtime logs it; the requester reads that as an unreachable plane.
    */
   requestCapabilityToken(
     request: CapabilityTokenEntrypointRequest,
-  ): Promise<CapabilityTokenEntrypointResponse>;
+  ): Promise<CapabilityTokenEntrypointAnswer>;
 }
 
 const LABEL = 'capabilityTokenEntrypoint';
@@ -190,10 +246,34 @@ function entrypointResponse(issued: IssuedCapabilityToken): CapabilityTokenEntry
   };
 }
 
+/** The first issues of an invalid request, as one line (a refusal carries no issue list). */
+function issueSummary(issues: readonly ValidationIssue[]): string {
+  return issues.slice(0, 3).map((issue) =>
+    issue.path === undefined || issue.path.length === 0
+      ? issue.message
+      : `${issue.path.join('.')}: ${issue.message}`
+  ).join('; ');
+}
+
+/**
+ * A thrown refusal as the data the binding carries. What is no refusal is thrown on: an
+ * unshaped error is a bug, and an `SvcConfigurationError` speaks to the operator (it can quote
+ * configuration); both belong in the plane's log, not in the caller's hands.
+ */
+function refusalAnswer(error: unknown): CapabilityTokenEntrypointRefusal {
+  if (!hasSvcErrorShape(error) || error instanceof SvcConfigurationError) throw error;
+  const text = (error as { message?: unknown }).message;
+  const message = typeof text === 'string' && text.length > 0
+    ? text.slice(0, MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH)
+    : 'Capability token request refused';
+  return { error: { ...svcErrorInfo(error), message } };
+}
+
 /**
  * Builds the token entrypoint for one caller service. Order of checks: the request is an object
  * (422), carries no `subject` (403), names the configured caller (403), has valid members (422);
  * then the plane's issuance runs its full grant check, and its errors keep their taxonomy.
+ * Refusals resolve as `{ error }` (see the module notes for why they are not thrown).
  *
  * On Workers, expose it from a `WorkerEntrypoint` the caller's binding points at:
  * `requestCapabilityToken(request) { return entrypoint.requestCapabilityToken(request); }`.
@@ -203,27 +283,35 @@ export function capabilityTokenEntrypoint(
   options: CapabilityTokenEntrypointOptions,
 ): CapabilityTokenEntrypoint {
   const { callerServiceId, context } = checkOptions(plane, options);
+  const issue = async (request: unknown): Promise<IssuedCapabilityToken> => {
+    const record = requestRecord(request);
+    refuseSubject(record);
+    refuseOtherCaller(record, callerServiceId);
+    const issues = requestIssues(record);
+    if (issues.length > 0) {
+      throw new AbilityValidationError(
+        `${LABEL}: the token request is invalid: ${issueSummary(issues)}`,
+        { reason: 'invalid_token_request', issues },
+      );
+    }
+    // Only the accepted members reach the issuer.
+    return await plane.issueCapabilityTokenForCaller({
+      caller: { clientId: callerServiceId, serviceId: callerServiceId },
+      targetServiceId: record.targetServiceId as string,
+      scopes: [...(record.scopes as string[])],
+      ...(record.abilityId !== undefined ? { abilityId: record.abilityId as string } : {}),
+      ...(record.ttlSeconds !== undefined ? { ttlSeconds: record.ttlSeconds as number } : {}),
+      ...(context !== undefined ? { context } : {}),
+    });
+  };
   return {
     async requestCapabilityToken(request) {
-      const record = requestRecord(request);
-      refuseSubject(record);
-      refuseOtherCaller(record, callerServiceId);
-      const issues = requestIssues(record);
-      if (issues.length > 0) {
-        throw new AbilityValidationError(`${LABEL}: the token request is invalid`, {
-          reason: 'invalid_token_request',
-          issues,
-        });
+      let issued: IssuedCapabilityToken;
+      try {
+        issued = await issue(request);
+      } catch (error) {
+        return refusalAnswer(error);
       }
-      // Only the accepted members reach the issuer.
-      const issued = await plane.issueCapabilityTokenForCaller({
-        caller: { clientId: callerServiceId, serviceId: callerServiceId },
-        targetServiceId: record.targetServiceId as string,
-        scopes: [...(record.scopes as string[])],
-        ...(record.abilityId !== undefined ? { abilityId: record.abilityId as string } : {}),
-        ...(record.ttlSeconds !== undefined ? { ttlSeconds: record.ttlSeconds as number } : {}),
-        ...(context !== undefined ? { context } : {}),
-      });
       return entrypointResponse(issued);
     },
   };

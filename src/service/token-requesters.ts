@@ -94,9 +94,17 @@ export interface ControlPlaneJwkTokenRequesterOptions {
   ttlSeconds?: number;
 }
 
-/** The plane-side entrypoint a service binding exposes for token requests. */
+/**
+ * The plane-side entrypoint a service binding exposes for token requests (the plane's
+ * `capabilityTokenEntrypoint`, or your own).
+ */
 export interface CapabilityTokenBinding {
-  /** Mints a token for the binding's caller, answering the token endpoint's 200 body. */
+  /**
+   * Mints a token for the binding's caller. Resolves with the token endpoint's 200 body (or the
+   * bare token), or with a refusal as data: `{ error: { code, status, retryable, reason?,
+   * message } }`. A rejection carrying the taxonomy fields is accepted too (an in-process
+   * stand-in), but over a binding only data is sure to arrive intact.
+   */
   requestCapabilityToken(request: {
     callerServiceId: string;
     targetServiceId: string;
@@ -550,20 +558,54 @@ export function controlPlaneJwkTokenRequester(
   });
 }
 
+/** A received error's message, bounded; a default when it has none. */
+function receivedMessage(error: object): string {
+  const message = (error as { message?: unknown }).message;
+  return typeof message === 'string' && message.length > 0
+    ? message.slice(0, MAX_ERROR_DETAIL_LENGTH)
+    : 'Capability token request failed';
+}
+
 function receivedErrorAsTokenFailure(error: unknown): unknown {
   if (!hasSvcErrorShape(error)) {
-    // Anything else (a binding that lost its connection, a thrown string) is the plane being
-    // unreachable, as for the HTTP requesters: typed, transient, the original kept as `cause`.
+    // Anything else (a binding that lost its connection, a thrown string, an error whose fields
+    // the runtime dropped on the way) is the plane being unreachable, as for the HTTP
+    // requesters: typed, transient, the original kept as `cause`.
     return tokenRequestError(
       'The control plane could not be reached for a capability token',
       { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
       { cause: error },
     );
   }
-  const message = typeof (error as { message?: unknown }).message === 'string'
-    ? (error as { message: string }).message.slice(0, MAX_ERROR_DETAIL_LENGTH)
-    : 'Capability token request failed';
-  return tokenRequestError(message, svcErrorInfo(error));
+  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
+}
+
+/** Whether an answer is a refusal: an object with its own `error` member, whatever else it has. */
+function isRefusalAnswer(answer: unknown): answer is { error: unknown } {
+  return answer !== null && typeof answer === 'object' && Object.hasOwn(answer, 'error');
+}
+
+/**
+ * A refusal the entrypoint answered as data, as the failure to throw. It is never a token, even
+ * beside one; its fields are re-validated like a thrown error's, and a record without the
+ * taxonomy is an invalid answer.
+ */
+function refusalAsTokenFailure(error: unknown): Error {
+  if (!hasSvcErrorShape(error)) {
+    return invalidResponse(undefined, 'The control plane answered a refusal without its taxonomy');
+  }
+  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
+}
+
+/** The token an entrypoint answered, or the failure its answer stands for. */
+function tokenFromAnswer(answer: unknown): ReadCapabilityToken {
+  try {
+    if (isRefusalAnswer(answer)) throw refusalAsTokenFailure(answer.error);
+    return fetchedTokenFrom(answer);
+  } catch (error) {
+    // A getter on the answer that throws is an invalid answer, not the caller's failure.
+    throw hasSvcErrorShape(error) ? error : invalidResponse();
+  }
 }
 
 /**
@@ -572,7 +614,12 @@ function receivedErrorAsTokenFailure(error: unknown): unknown {
  * binding entrypoint, which must mint for its own configured caller and ignore any other claim
  * of identity. A session request naming another caller than `callerServiceId` is refused
  * locally. The entrypoint may answer with the token string or `{ token, expiresIn?,
- * expiresAt? }`; errors it throws keep their taxonomy fields.
+ * expiresAt? }`, and refuses with `{ error: { code, status, retryable, reason?, message } }`:
+ * refusals travel as data because Workers RPC keeps a thrown error's own properties only between
+ * Workers that both enable `enhanced_error_serialization` (compatibility date 2026-04-21 or
+ * later). A thrown error with the taxonomy fields is read the same way; one without them reads as
+ * the plane unreachable (503, retryable). Every received field is re-validated by
+ * `svcErrorInfo` and the message is cut to 512 characters.
  */
 export function controlPlaneRpcTokenRequester(
   options: ControlPlaneRpcTokenRequesterOptions,
@@ -608,11 +655,6 @@ export function controlPlaneRpcTokenRequester(
     } catch (error) {
       throw receivedErrorAsTokenFailure(error);
     }
-    try {
-      return fetchedTokenFrom(answer);
-    } catch (error) {
-      // A getter on the answer that throws is an invalid answer, not the caller's failure.
-      throw hasSvcErrorShape(error) ? error : invalidResponse();
-    }
+    return tokenFromAnswer(answer);
   });
 }

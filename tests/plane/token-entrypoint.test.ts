@@ -2,10 +2,22 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { decodeJwt } from 'jose';
-import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
+import {
+  CapabilityAuthError,
+  SvcConfigurationError,
+  svcErrorInfo,
+  SvcInternalError,
+} from '../../src/core/errors.ts';
 import { createControlPlane } from '../../src/plane/control-plane.ts';
 import { localService } from '../../src/plane/endpoints.ts';
-import { capabilityTokenEntrypoint } from '../../src/plane/token-entrypoint.ts';
+import {
+  capabilityTokenEntrypoint,
+  type CapabilityTokenEntrypointAnswer,
+  type CapabilityTokenEntrypointError,
+  type CapabilityTokenEntrypointResponse,
+  MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH,
+  type TokenIssuingPlane,
+} from '../../src/plane/token-entrypoint.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { createService } from '../../src/service/service.ts';
@@ -60,6 +72,19 @@ async function deployment(seenContexts: unknown[] = []) {
   return { plane, service };
 }
 
+/** The refusal an entrypoint answered: `{ error }` and nothing else, as plain data. */
+function answeredRefusal(answer: CapabilityTokenEntrypointAnswer): CapabilityTokenEntrypointError {
+  assert.deepEqual(Object.keys(answer), ['error'], 'a refusal carries no token member');
+  assert.equal(Object.getPrototypeOf(answer.error), Object.prototype, 'plain data, not an Error');
+  return answer.error as CapabilityTokenEntrypointError;
+}
+
+/** The token an entrypoint minted. */
+function minted(answer: CapabilityTokenEntrypointAnswer): CapabilityTokenEntrypointResponse {
+  assert.equal(answer.error, undefined, `refused: ${JSON.stringify(answer.error)}`);
+  return answer as CapabilityTokenEntrypointResponse;
+}
+
 async function refusal(promise: Promise<unknown>) {
   const error = await promise.then(
     () => assert.fail('expected a refusal'),
@@ -103,12 +128,14 @@ test('the entrypoint answers with the token endpoint body shape', async () => {
   const { plane } = await deployment();
   const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'svc-caller' });
   const before = Date.now();
-  const answer = await entrypoint.requestCapabilityToken({
-    callerServiceId: 'svc-caller',
-    targetServiceId: 'svc-a',
-    scopes: ['svc-a.read'],
-    ttlSeconds: 60,
-  });
+  const answer = minted(
+    await entrypoint.requestCapabilityToken({
+      callerServiceId: 'svc-caller',
+      targetServiceId: 'svc-a',
+      scopes: ['svc-a.read'],
+      ttlSeconds: 60,
+    }),
+  );
   assert.deepEqual(Object.keys(answer).sort(), [
     'expiresAt',
     'expiresIn',
@@ -128,16 +155,19 @@ test('a request naming another caller is refused with 403 caller_mismatch', asyn
   const { plane } = await deployment();
   const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'svc-caller' });
   for (const callerServiceId of ['svc-other', '', undefined]) {
-    const info = await refusal(entrypoint.requestCapabilityToken({
-      callerServiceId,
-      targetServiceId: 'svc-a',
-      scopes: ['svc-a.read'],
-    } as never));
-    assert.deepEqual(info, {
+    const error = answeredRefusal(
+      await entrypoint.requestCapabilityToken({
+        callerServiceId,
+        targetServiceId: 'svc-a',
+        scopes: ['svc-a.read'],
+      } as never),
+    );
+    assert.deepEqual(error, {
       code: 'capability_auth',
       status: 403,
       retryable: false,
       reason: 'caller_mismatch',
+      message: 'This entrypoint issues tokens for svc-caller only',
     });
   }
 });
@@ -146,12 +176,15 @@ test('DEL (binding entrypoint) a subject is refused with 403 before anything is 
   const seen: unknown[] = [];
   const { plane } = await deployment(seen);
   const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'svc-caller' });
-  const info = await refusal(entrypoint.requestCapabilityToken({
-    callerServiceId: 'svc-caller',
-    targetServiceId: 'svc-a',
-    scopes: ['svc-a.read'],
-    subject: { id: 'user-1' },
-  } as never));
+  const info = answeredRefusal(
+    await entrypoint.requestCapabilityToken({
+      callerServiceId: 'svc-caller',
+      targetServiceId: 'svc-a',
+      scopes: ['svc-a.read'],
+      subject: { id: 'user-1' },
+    } as never),
+  );
+  assert.equal(info.code, 'capability_auth');
   assert.equal(info.status, 403);
   assert.equal(info.reason, 'subject_not_allowed');
   assert.equal(seen.length, 0, 'the catalog was never consulted');
@@ -160,52 +193,42 @@ test('DEL (binding entrypoint) a subject is refused with 403 before anything is 
 test('members beyond the accepted ones never reach the issuer', async () => {
   const { plane } = await deployment();
   const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'svc-caller' });
-  const answer = await entrypoint.requestCapabilityToken({
-    callerServiceId: 'svc-caller',
-    targetServiceId: 'svc-a',
-    scopes: ['svc-a.read'],
-    callerAccess: 'plane',
-    confirmationJkt: 'A'.repeat(43),
-    caller: { clientId: 'x', serviceId: 'svc-other' },
-  } as never);
+  const answer = minted(
+    await entrypoint.requestCapabilityToken({
+      callerServiceId: 'svc-caller',
+      targetServiceId: 'svc-a',
+      scopes: ['svc-a.read'],
+      callerAccess: 'plane',
+      confirmationJkt: 'A'.repeat(43),
+      caller: { clientId: 'x', serviceId: 'svc-other' },
+    } as never),
+  );
   const claims = decodeJwt(answer.token);
   assert.equal(claims.sub, 'svc-caller');
   assert.equal(claims.spa, 'service');
   assert.equal(claims.cnf, undefined);
 });
 
-test('malformed requests are refused with 422 invalid_token_request and issues', async () => {
+test('malformed requests are refused with 422 invalid_token_request naming the member', async () => {
   const { plane } = await deployment();
   const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'svc-caller' });
-  const cases: unknown[] = [
-    null,
-    'svc-a',
-    { callerServiceId: 'svc-caller', targetServiceId: 'svc-a', scopes: [] },
-    { callerServiceId: 'svc-caller', targetServiceId: '', scopes: ['svc-a.read'] },
-    { callerServiceId: 'svc-caller', targetServiceId: 'svc-a', scopes: ['svc-a.read', 7] },
-    {
-      callerServiceId: 'svc-caller',
-      targetServiceId: 'svc-a',
-      scopes: ['svc-a.read'],
-      ttlSeconds: 1.5,
-    },
-    {
-      callerServiceId: 'svc-caller',
-      targetServiceId: 'svc-a',
-      scopes: ['svc-a.read'],
-      abilityId: '',
-    },
+  const base = { callerServiceId: 'svc-caller', targetServiceId: 'svc-a', scopes: ['svc-a.read'] };
+  const cases: [unknown, RegExp][] = [
+    [null, /expected an object|must be an object/],
+    ['svc-a', /must be an object/],
+    [{ ...base, scopes: [] }, /scopes: scopes must be a non-empty array/],
+    [{ ...base, targetServiceId: '' }, /targetServiceId: targetServiceId must be/],
+    [{ ...base, scopes: ['svc-a.read', 7] }, /scopes\.1: a scope must be a non-empty string/],
+    [{ ...base, ttlSeconds: 1.5 }, /ttlSeconds: ttlSeconds must be a positive integer/],
+    [{ ...base, abilityId: '' }, /abilityId: abilityId must be a non-empty string/],
   ];
-  for (const request of cases) {
-    const error = await entrypoint.requestCapabilityToken(request as never).then(
-      () => assert.fail(`accepted ${JSON.stringify(request)}`),
-      (caught: { issues?: unknown[] }) => caught,
-    );
-    const info = svcErrorInfo(error);
-    assert.equal(info.code, 'ability_validation', JSON.stringify(request));
-    assert.equal(info.status, 422);
-    assert.equal(info.reason, 'invalid_token_request');
-    assert.ok(Array.isArray(error.issues) && error.issues.length > 0);
+  for (const [request, names] of cases) {
+    const error = answeredRefusal(await entrypoint.requestCapabilityToken(request as never));
+    assert.equal(error.code, 'ability_validation', JSON.stringify(request));
+    assert.equal(error.status, 422);
+    assert.equal(error.retryable, false);
+    assert.equal(error.reason, 'invalid_token_request');
+    assert.match(error.message, names, JSON.stringify(request));
   }
 });
 
@@ -267,5 +290,101 @@ test('capabilityTokenEntrypoint refuses a missing plane or caller id at construc
     ]
   ) {
     assert.throws(build, SvcConfigurationError);
+  }
+});
+
+/** A plane whose issuance fails with `failure`, for the entrypoint's handling of each kind. */
+function failingPlane(failure: unknown): TokenIssuingPlane {
+  return { issueCapabilityTokenForCaller: () => Promise.reject(failure) };
+}
+
+const VALID_REQUEST = {
+  callerServiceId: 'svc-caller',
+  targetServiceId: 'svc-a',
+  scopes: ['svc-a.read'],
+};
+
+test('a plane refusal is answered as { error } data that survives structured cloning', async () => {
+  const { plane } = await deployment();
+  const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'svc-other' });
+  const answer = await entrypoint.requestCapabilityToken({
+    ...VALID_REQUEST,
+    callerServiceId: 'svc-other',
+  });
+  const error = answeredRefusal(answer);
+  assert.deepEqual(
+    { ...error, message: typeof error.message },
+    {
+      code: 'capability_auth',
+      status: 403,
+      retryable: false,
+      reason: 'grant_denied',
+      message: 'string',
+    },
+  );
+  assert.ok(error.message.length > 0);
+  // What a service binding does to an answer: a clone of plain data loses nothing.
+  assert.deepEqual(structuredClone(answer), answer);
+});
+
+test('issuance failures keep their taxonomy in the answer, transient ones included', async () => {
+  const failures: [unknown, Omit<CapabilityTokenEntrypointError, 'message'>][] = [
+    [
+      new CapabilityAuthError('Unknown target service "svc-x"', {
+        status: 403,
+        reason: 'unknown_target',
+      }),
+      { code: 'capability_auth', status: 403, retryable: false, reason: 'unknown_target' },
+    ],
+    [
+      new SvcInternalError('Target service "svc-a" is unreachable', {
+        reason: 'target_unreachable',
+      }),
+      { code: 'internal', status: 500, retryable: false, reason: 'target_unreachable' },
+    ],
+    [
+      new SvcInternalError('busy', { reason: 'catalog_unavailable', status: 503 }),
+      { code: 'internal', status: 503, retryable: true, reason: 'catalog_unavailable' },
+    ],
+  ];
+  for (const [failure, expected] of failures) {
+    const entrypoint = capabilityTokenEntrypoint(failingPlane(failure), {
+      callerServiceId: 'svc-caller',
+    });
+    const error = answeredRefusal(await entrypoint.requestCapabilityToken(VALID_REQUEST));
+    assert.deepEqual(error, { ...expected, message: (failure as Error).message });
+  }
+});
+
+test('a refusal message is cut to its bound, and a refusal without one gets a default', async () => {
+  const long = new CapabilityAuthError('x'.repeat(100_000), {
+    status: 403,
+    reason: 'grant_denied',
+  });
+  const bounded = answeredRefusal(
+    await capabilityTokenEntrypoint(failingPlane(long), { callerServiceId: 'svc-caller' })
+      .requestCapabilityToken(VALID_REQUEST),
+  );
+  assert.equal(bounded.message.length, MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH);
+  const bare = { code: 'capability_auth', status: 403, reason: 'grant_denied' };
+  const defaulted = answeredRefusal(
+    await capabilityTokenEntrypoint(failingPlane(bare), { callerServiceId: 'svc-caller' })
+      .requestCapabilityToken(VALID_REQUEST),
+  );
+  assert.equal(defaulted.message, 'Capability token request refused');
+  assert.equal(defaulted.reason, 'grant_denied');
+});
+
+test('what is no refusal is thrown on: a bug, or a configuration error meant for the operator', async () => {
+  const bug = new TypeError('cannot read properties of undefined');
+  const misconfigured = new SvcConfigurationError('services[0]: `binding` holds secret-ish text');
+  for (const failure of [bug, misconfigured, 'a thrown string']) {
+    const entrypoint = capabilityTokenEntrypoint(failingPlane(failure), {
+      callerServiceId: 'svc-caller',
+    });
+    await assert.rejects(entrypoint.requestCapabilityToken(VALID_REQUEST), (thrown: unknown) => {
+      assert.equal(thrown, failure);
+      return true;
+    });
   }
 });

@@ -827,3 +827,149 @@ test('one lost token fetch does not hold the later, overlapping calls of a budge
   assert.ok(outcomes.filter((outcome) => outcome === 'ok').length >= 6, outcomes.join());
   assert.ok(planeRequests >= 2, 'the lost fetch is left once a call gives up on it');
 });
+
+/** An RPC requester over a binding that resolves `answer`, counting the requests it gets. */
+function answeringRpcRequester(answer: unknown) {
+  const binding = { requests: 0 };
+  const requester = controlPlaneRpcTokenRequester({
+    binding: {
+      requestCapabilityToken: () => (binding.requests++, Promise.resolve(answer)),
+    },
+    callerServiceId: 'svc-caller',
+  });
+  return { binding, requester };
+}
+
+test('the RPC requester reads a refusal answered as data, its fields re-validated', async () => {
+  const { requester } = answeringRpcRequester({
+    error: {
+      code: 'capability_auth',
+      status: 403,
+      retryable: true,
+      reason: 'grant_denied',
+      message: 'svc-caller is not granted svc-a.write on svc-a',
+    },
+  });
+  await assert.rejects(requester(REQUEST), (error: unknown) => {
+    assert.deepEqual({ ...svcErrorInfo(error) }, {
+      code: 'capability_auth',
+      status: 403,
+      retryable: false,
+      reason: 'grant_denied',
+    });
+    assert.equal((error as Error).message, 'svc-caller is not granted svc-a.write on svc-a');
+    return true;
+  });
+});
+
+test('a refusal answer is never a token: not beside one, not with a success status, never cached', async () => {
+  const token = await tokenLiving(300);
+  const hostile: [string, unknown, Record<string, unknown>][] = [
+    [
+      'a refusal beside a valid token',
+      { token, expiresIn: 300, error: { code: 'capability_auth', status: 403, reason: 'x' } },
+      { code: 'capability_auth', status: 403, retryable: false },
+    ],
+    [
+      'a refusal claiming status 200',
+      { error: { code: 'capability_auth', status: 200, retryable: true } },
+      { code: 'capability_auth', status: 401, retryable: false },
+    ],
+    [
+      'a handler refusal claiming status 200',
+      { error: { code: 'handler', status: 200, message: 'fine' } },
+      { code: 'handler', status: 500, retryable: false },
+    ],
+    [
+      'a refusal without a taxonomy code',
+      { error: { status: 200, message: 'ok' } },
+      { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
+    ],
+    [
+      'a null refusal',
+      { error: null },
+      { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
+    ],
+    [
+      'a string refusal',
+      { error: 'denied' },
+      { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
+    ],
+  ];
+  for (const [label, answer, expected] of hostile) {
+    const { binding, requester } = answeringRpcRequester(answer);
+    for (let i = 0; i < 2; i++) {
+      await assert.rejects(requester(REQUEST), (error: unknown) => {
+        const info = svcErrorInfo(error) as unknown as Record<string, unknown>;
+        for (const [key, value] of Object.entries(expected)) {
+          assert.equal(info[key], value, `${label}: ${key}`);
+        }
+        return true;
+      });
+    }
+    assert.equal(binding.requests, 2, `${label}: the failure was not cached`);
+  }
+});
+
+test('a refusal message is bounded, and one that is not a string gets a default', async () => {
+  const refusal = (message: unknown) => ({
+    error: { code: 'capability_auth', status: 403, reason: 'grant_denied', message },
+  });
+  const { requester: huge } = answeringRpcRequester(refusal('m'.repeat(1024 * 1024)));
+  await assert.rejects(huge(REQUEST), (error: unknown) => {
+    assert.equal((error as Error).message.length, 512);
+    return true;
+  });
+  for (const message of [{ toString: () => 'object' }, 42, '']) {
+    const { requester } = answeringRpcRequester(refusal(message));
+    await assert.rejects(requester(REQUEST), (error: unknown) => {
+      assert.equal((error as Error).message, 'Capability token request failed');
+      assert.equal(svcErrorInfo(error).reason, 'grant_denied');
+      return true;
+    });
+  }
+});
+
+test('a refusal answer whose fields throw when read is an invalid answer', async () => {
+  const answers = [
+    {
+      get error(): unknown {
+        throw new Error('getter');
+      },
+    },
+    {
+      error: {
+        get code(): string {
+          throw new Error('getter');
+        },
+      },
+    },
+  ];
+  for (const answer of answers) {
+    const { requester } = answeringRpcRequester(answer);
+    await assert.rejects(requester(REQUEST), (error: unknown) => {
+      assert.equal(svcErrorInfo(error).reason, 'token_response_invalid');
+      assert.equal(svcErrorInfo(error).status, 502);
+      return true;
+    });
+  }
+});
+
+test('an error a runtime stripped of its fields on the way reads as the plane unreachable', async () => {
+  // What a Worker without enhanced_error_serialization receives for a thrown 403 refusal.
+  const stripped = new Error('CapabilityAuthError: svc-caller is not granted svc-a.write');
+  Object.assign(stripped, { remote: true });
+  const requester = controlPlaneRpcTokenRequester({
+    binding: { requestCapabilityToken: () => Promise.reject(stripped) },
+    callerServiceId: 'svc-caller',
+  });
+  await assert.rejects(requester(REQUEST), (error: unknown) => {
+    assert.deepEqual({ ...svcErrorInfo(error) }, {
+      code: 'internal',
+      status: 503,
+      retryable: true,
+      reason: 'control_plane_unreachable',
+    });
+    return true;
+  });
+});

@@ -1,0 +1,112 @@
+// Worker bundled by service-bindings.test.ts: the control plane. Its default `fetch` serves the
+// plane's routes (the orders Worker reads the JWKS through its binding); `TokenIssuer` is the
+// entrypoint the billing Worker's PLANE_TOKENS binding points at. The plane resolves `orders`
+// (and `ledger`, bound to the same orders Worker) through `binding.fetch`.
+import { WorkerEntrypoint } from 'cloudflare:workers';
+import { CapabilityAuthError } from '../../../src/core/errors.ts';
+import type { SvcLogEvent } from '../../../src/core/logging.ts';
+import { type ControlPlane, createControlPlane } from '../../../src/plane/control-plane.ts';
+import { cloudflareServiceBinding } from '../../../src/plane/endpoints.ts';
+import type { SigningKeyEntry } from '../../../src/plane/signing-keys.ts';
+import {
+  type CapabilityTokenEntrypoint,
+  capabilityTokenEntrypoint,
+  type CapabilityTokenEntrypointRequest,
+} from '../../../src/plane/token-entrypoint.ts';
+import type { ServiceBindingFetcher } from '../../../src/service/transports/http-batch.ts';
+import {
+  BILLING_SERVICE_ID,
+  BINDINGS_ISSUER,
+  BINDINGS_PLANE_ID,
+  type CatalogEvent,
+} from './bindings-deployment.ts';
+
+interface PlaneEnv {
+  /** A generated signing key, passed in as a JSON binding. */
+  SIGNING_KEY: SigningKeyEntry;
+  /** The orders Worker. */
+  ORDERS: ServiceBindingFetcher;
+  /** Also the orders Worker, configured here as the service `ledger`: its discovery says otherwise. */
+  LEDGER: ServiceBindingFetcher;
+}
+
+const catalogEvents: CatalogEvent[] = [];
+let plane: ControlPlane | undefined;
+let entrypoint: CapabilityTokenEntrypoint | undefined;
+
+function recordCatalogEvent(event: SvcLogEvent): void {
+  if (!event.event.startsWith('svc.catalog.')) return;
+  const { target, reason, detail } = event;
+  catalogEvents.push({ event: event.event, target, reason, detail });
+}
+
+/** The catalog reads the bindings from the context it is handed: the entrypoint's `env`. */
+function servicesOf(context: unknown) {
+  const env = context as PlaneEnv;
+  return [
+    cloudflareServiceBinding({
+      id: 'orders',
+      binding: env.ORDERS,
+      grants: [{ caller: BILLING_SERVICE_ID, scopes: ['orders.read'] }],
+    }),
+    cloudflareServiceBinding({
+      id: 'ledger',
+      binding: env.LEDGER,
+      grants: [{ caller: BILLING_SERVICE_ID, scopes: ['ledger.read'] }],
+    }),
+  ];
+}
+
+function planeOf(env: PlaneEnv): ControlPlane {
+  plane ??= createControlPlane({
+    id: BINDINGS_PLANE_ID,
+    issuer: BINDINGS_ISSUER,
+    signingKeys: [env.SIGNING_KEY],
+    services: servicesOf,
+    log: recordCatalogEvent,
+  });
+  return plane;
+}
+
+function entrypointOf(env: PlaneEnv): CapabilityTokenEntrypoint {
+  entrypoint ??= capabilityTokenEntrypoint(planeOf(env), {
+    callerServiceId: BILLING_SERVICE_ID,
+    context: env,
+  });
+  return entrypoint;
+}
+
+/** The token entrypoint of the billing Worker's binding. */
+export class TokenIssuer extends WorkerEntrypoint<PlaneEnv> {
+  requestCapabilityToken(request: CapabilityTokenEntrypointRequest) {
+    return entrypointOf(this.env).requestCapabilityToken(request);
+  }
+}
+
+/**
+ * An entrypoint that throws its refusal instead of answering it, as a hand-written one might:
+ * what arrives on the other side of the binding depends on the runtime's error serialisation.
+ */
+export class ThrowingTokenIssuer extends WorkerEntrypoint<PlaneEnv> {
+  requestCapabilityToken(_request: CapabilityTokenEntrypointRequest): Promise<never> {
+    return Promise.reject(
+      new CapabilityAuthError('billing is not granted orders.write on orders', {
+        status: 403,
+        reason: 'grant_denied',
+      }),
+    );
+  }
+}
+
+/** Test-only: the catalog events the plane logged, for the host to read through billing. */
+export class PlaneEvents extends WorkerEntrypoint<PlaneEnv> {
+  catalogEvents(): CatalogEvent[] {
+    return catalogEvents;
+  }
+}
+
+export default {
+  fetch(request: Request, env: PlaneEnv, ctx: unknown): Promise<Response> {
+    return planeOf(env).fetch(request, env, ctx);
+  },
+};
