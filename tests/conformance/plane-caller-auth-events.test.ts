@@ -4,8 +4,12 @@
 // once per refusal with the request context as the log callback's second argument.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { SvcLogEvent } from '../../src/core/logging.ts';
+import { hmacServiceClientAuth } from '../../src/plane/caller-auth-hmac.ts';
+import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
 import {
   createPlaneDeployment,
+  HMAC_SECRETS,
   hmacTokenRequest,
   ISS,
   jwkTokenRequest,
@@ -182,4 +186,41 @@ test('Caller-auth events: an accepted token request emits none', async () => {
   assert.equal(hmac.response.status, 200);
   assert.equal(jwk.response.status, 200);
   assert.deepEqual([...hmac.events, ...jwk.events], []);
+});
+
+test("Caller-auth events: an authenticator's refusals go to its own log, and log: false silences them", async () => {
+  const fx = await createPlaneDeployment();
+  const own: SvcLogEvent[] = [];
+  const authenticators = (log: ((event: SvcLogEvent) => void) | false) => [
+    hmacServiceClientAuth({
+      clients: { hc1: { serviceId: 'svc-caller', secret: HMAC_SECRETS.hc1 } },
+      log,
+    }),
+    jwkServiceClientAuth({
+      clients: { jc1: { serviceId: 'svc-jwk', keys: [fx.keys.K1.publicJwk] } },
+      log,
+    }),
+  ];
+  const refusedRequests = async () => [
+    await hmacTokenRequest(tokenBody(), { secret: 'not-the-secret' }),
+    await jwkTokenRequest(tokenBody({ callerServiceId: 'svc-jwk' }), { key: fx.keys.K2 }),
+  ];
+  const planeEvents = () => fx.events.filter((event) => event.event.startsWith('svc.caller_auth.'));
+
+  const withOwnLog = fx.replica(['k1'], { authenticateCaller: authenticators((e) => own.push(e)) });
+  for (const request of await refusedRequests()) {
+    assert.equal((await withOwnLog.fetch(request)).status, 401);
+  }
+  assert.deepEqual(own.map((event) => event.event), [
+    'svc.caller_auth.hmac_unauthorized',
+    'svc.caller_auth.jwk_unauthorized',
+  ]);
+  assert.deepEqual(planeEvents(), [], "the plane's own log gets none of them");
+
+  const silenced = fx.replica(['k1'], { authenticateCaller: authenticators(false) });
+  for (const request of await refusedRequests()) {
+    assert.equal((await silenced.fetch(request)).status, 401);
+  }
+  assert.equal(own.length, 2);
+  assert.deepEqual(planeEvents(), []);
 });

@@ -228,7 +228,8 @@ test('Caller authentication r4: the signature covers method, path, body, client 
   ];
   for (const [label, options] of tampered) {
     const response = await fx.send(await hmacTokenRequest(body, options));
-    assert.ok(response.status === 401 || response.status === 405, label);
+    // Another method never reaches the signature check: the route answers it 405.
+    assert.equal(response.status, label === 'method' ? 405 : 401, label);
     assert.equal(response.body.token, undefined, label);
   }
   const jwkBody = tokenBody({ callerServiceId: 'svc-jwk' });
@@ -424,7 +425,7 @@ test('Caller authentication r7: a target whose discovery failed gets its unknown
   }
 });
 
-test('Caller authentication r8: tokens and credentials stay out of URLs and logs', async () => {
+test('Caller authentication r8: tokens and credentials stay out of URLs, cookies and logs', async () => {
   const fx = await createPlaneDeployment();
   const hmac = recordingFetch((request) => fx.plane.fetch(request));
   const requester = controlPlaneHmacTokenRequester({
@@ -462,7 +463,12 @@ test('Caller authentication r8: tokens and credentials stay out of URLs and logs
   for (const secret of secrets) assert.equal(logged.includes(secret), false);
   for (const record of fx.requests) {
     for (const token of fx.tokensAt('svc-a')) assert.equal(record.url.includes(token), false);
+    assert.equal(new Headers([...record.headers]).has('Cookie'), false, record.url);
   }
+  assert.equal(hmac.seen[0].headers.has('Cookie'), false, 'no cookie on the token request');
+  const issued = await fx.send(await hmacTokenRequest(tokenBody()));
+  assert.equal(issued.status, 200);
+  assert.equal(issued.headers.has('Set-Cookie'), false, 'no cookie on the token response');
   assert.ok(fx.eventsNamed('svc.caller_auth.hmac_unauthorized').length > 0);
   assert.ok(fx.eventsNamed('svc.caller_auth.jwk_unauthorized').length > 0);
 });

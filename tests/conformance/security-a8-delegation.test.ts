@@ -46,8 +46,9 @@ test('DEL-01 a subject in a signed token request is refused on both caller paths
 test('DEL-02 every subject shape is refused', async () => {
   const fx = await createPlaneDeployment();
   for (const subject of [{}, [], 'victim', { id: 'victim', orgId: 'o', kind: 'user' }, null]) {
-    const { hmac } = await viaBothPaths(fx, { subject });
-    assertSubjectRefused(hmac, JSON.stringify(subject));
+    const { hmac, jwk } = await viaBothPaths(fx, { subject });
+    assertSubjectRefused(hmac, `hmac ${JSON.stringify(subject)}`);
+    assertSubjectRefused(jwk, `jwk ${JSON.stringify(subject)}`);
   }
 });
 
@@ -95,13 +96,21 @@ test('DEL-03 claim-like fields beside the request never shape the token', async 
 test('DEL-04 look-alike subject names never yield a delegated token', async () => {
   const fx = await createPlaneDeployment();
   for (const name of ['Subject', 'subject ', 'subjects', 'SUBJECT']) {
-    const { hmac } = await viaBothPaths(fx, { [name]: { id: 'victim', kind: 'user' } });
-    if (hmac.status === 200) {
-      const { claims } = decodeJws(hmac.body.token);
-      assert.equal(claims.sub, 'svc-caller', name);
-      assert.equal('act' in claims, false, name);
-    } else {
-      assert.ok(hmac.status >= 400 && hmac.status < 500, name);
+    const { hmac, jwk } = await viaBothPaths(fx, { [name]: { id: 'victim', kind: 'user' } });
+    for (
+      const [path, response, caller] of [
+        ['hmac', hmac, 'svc-caller'],
+        ['jwk', jwk, 'svc-jwk'],
+      ] as const
+    ) {
+      const label = `${path} ${name}`;
+      if (response.status === 200) {
+        const { claims } = decodeJws(response.body.token);
+        assert.equal(claims.sub, caller, label);
+        assert.equal('act' in claims, false, label);
+      } else {
+        assert.ok(response.status >= 400 && response.status < 500, label);
+      }
     }
   }
 });

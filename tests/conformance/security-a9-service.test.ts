@@ -49,17 +49,28 @@ test('ACC-07 stale plane catalog: the redeployed service refuses from its own de
     assert.deepEqual(report.identity.subject, { id: 'bob' });
   }
   const factoriesBefore = fx.count('factories', 'svc-a.echo');
+  const tightened = fx.createService({
+    id: 'svc-a',
+    abilities: [
+      echoAbility(fx.stats, 'svc-a', { access: 'service' }),
+      otherAbility(fx.stats),
+      internalAbility(fx.stats),
+      privateAbility(fx.stats),
+    ],
+  });
+  // Which side refused: the plane deciding from its stale catalog would send nothing to svc-a.
+  const rpcPaths: string[] = [];
   fx.replaceService(
     'svc-a',
-    fx.createService({
-      id: 'svc-a',
-      abilities: [
-        echoAbility(fx.stats, 'svc-a', { access: 'service' }),
-        otherAbility(fx.stats),
-        internalAbility(fx.stats),
-        privateAbility(fx.stats),
-      ],
-    }),
+    {
+      ...tightened,
+      fetch: (request: Request, env?: unknown, ctx?: unknown) => {
+        const path = new URL(request.url).pathname;
+        if (path.startsWith('/rpc/')) rpcPaths.push(path);
+        return tightened.fetch(request, env, ctx);
+      },
+      discovery: () => tightened.discovery(),
+    } as typeof tightened,
   );
   using session = asBob();
   await assertRefusal(session.whoami({}), {
@@ -67,6 +78,7 @@ test('ACC-07 stale plane catalog: the redeployed service refuses from its own de
     status: 403,
     reason: 'access_class_mismatch',
   });
+  assert.deepEqual(rpcPaths, ['/rpc/svc-a.echo'], 'svc-a itself refused the call');
   assert.equal(fx.count('factories', 'svc-a.echo'), factoriesBefore);
 });
 
