@@ -25,8 +25,9 @@ import type { RpcTransportFactory } from '../../src/service/transports/outbound-
 import type { ServiceOptions, SvcService } from '../../src/service/mod.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { signedToken } from '../support/forge.ts';
+import { recordSent } from '../support/raw-rpc-socket.ts';
 import {
   createFixtureStats,
   echoAbility,
@@ -298,12 +299,14 @@ export async function createFixture(options: FixtureOptions = {}) {
     /**
      * An in-memory WebSocket caller transport to an ability of a fixture service (the upgrade
      * goes through the service's real `fetch`). `query` adds raw parameters to the upgrade URL
-     * (as a foreign caller would write them); `frames` collects every message the service sent
-     * and `upgrades` every upgrade response.
+     * (as a foreign caller would write them); `connections` records every connection opened,
+     * `frames` every message the service sent, `sent` every message the caller handed its
+     * socket, and `upgrades` every upgrade response.
      */
     webSocket(abilityId: string, options: { query?: Record<string, string> } = {}) {
       const targetServiceId = abilityId.split('.')[0] as FixtureServiceId;
       const frames: string[] = [];
+      const sent: unknown[] = [];
       const upgrades: Response[] = [];
       const sockets = memoryWebSocketFactory(async (request, env) => {
         const response = await services[targetServiceId].fetch(request, env);
@@ -318,10 +321,11 @@ export async function createFixture(options: FixtureOptions = {}) {
         createWebSocket: (finalUrl) => {
           const socket = sockets.createWebSocket(finalUrl);
           socket.addEventListener('message', (event) => void frames.push(String(event.data)));
+          recordSent(socket, sent);
           return socket;
         },
       });
-      return { transport, sockets, frames, upgrades };
+      return { transport, connections: sockets.connections, frames, sent, upgrades };
     },
     /**
      * An in-process HTTP-batch caller transport to a fixture service that sets `headers` raw on

@@ -22,7 +22,7 @@ import {
 } from '../../src/service/token-requesters.ts';
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { createFixtureStats, type FixtureStats, whoamiOnlyAbility } from './fixture-abilities.ts';
 import {
   decodeJws,

@@ -12,8 +12,9 @@ import { defineAbility } from '../../src/service/ability.ts';
 import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { createService } from '../../src/service/service.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { testKeys } from '../support/keys.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { closedWithin } from '../support/raw-rpc-socket.ts';
 import {
   assertRefusal,
   createPlaneDeployment,
@@ -378,20 +379,21 @@ test('In-process session transport selection: a WebSocket-only ability is called
   const session = fx.session();
   assert.deepEqual(await session.ping({}), { ok: true });
   assert.deepEqual(await session.ping({}), { ok: true });
-  assert.equal(fx.sockets.urls.length, 1, 'one long-lived socket carries every call');
-  assert.equal(new URL(fx.sockets.urls[0]).pathname, '/rpc/svc-w.live');
+  assert.equal(fx.sockets.connections.length, 1, 'one long-lived socket carries every call');
+  assert.equal(new URL(fx.sockets.connections[0].url).pathname, '/rpc/svc-w.live');
   assert.equal(fx.rpcRequests.filter((request) => request.method === 'POST').length, 0);
   disposeAbilitySession(session);
-  assert.equal(fx.sockets.sockets[0].readyState, 3, 'disposal closes the socket');
+  assert.equal(fx.sockets.connections[0].state, 'closing', 'disposal closes the socket');
   await assertRefusal(session.ping({}), { code: 'internal', reason: 'session_disposed' });
-  assert.equal(fx.sockets.urls.length, 1, 'nothing is dialled after disposal');
+  assert.equal(await closedWithin(fx.sockets.connections[0], 5_000), 1000);
+  assert.equal(fx.sockets.connections.length, 1, 'nothing is dialled after disposal');
 });
 
 test('In-process session transport selection: HTTP-batch is used whenever the ability offers it', async () => {
   const fx = await transportDeployment(['websocket', 'http-batch'], 'http');
   using session = fx.session();
   assert.deepEqual(await session.ping({}), { ok: true });
-  assert.deepEqual(fx.sockets.urls, [], 'no socket dialled');
+  assert.deepEqual(fx.sockets.connections, [], 'no socket dialled');
   assert.equal(fx.rpcRequests.length, 1);
   assert.equal(fx.rpcRequests[0].method, 'POST');
 });
@@ -403,7 +405,7 @@ test('In-process session transport selection: an ability with streaming methods 
   for await (const item of await session.ticks({ n: 3 })) items.push(item);
   assert.deepEqual(items, [{ i: 0 }, { i: 1 }, { i: 2 }]);
   assert.deepEqual(await session.ping({}), { ok: true }, 'unary calls share the socket');
-  assert.equal(fx.sockets.urls.length, 1);
+  assert.equal(fx.sockets.connections.length, 1);
   assert.equal(fx.rpcRequests.filter((request) => request.method === 'POST').length, 0);
   // An endpoint that cannot dial a socket falls back to HTTP-batch: unary calls work, and a
   // stream is refused there with 405, as the contract says.
@@ -419,12 +421,12 @@ test('In-process session transport selection: over WebSocket the plane default b
   });
   using session = defaulted.session();
   assert.deepEqual(await session.ping({}), { ok: true });
-  const url = new URL(defaulted.sockets.urls[0]);
+  const url = new URL(defaulted.sockets.connections[0].url);
   assert.equal(url.searchParams.get('timeout'), null, 'the default stays off the socket');
   const explicit = await transportDeployment(['websocket'], 'http');
   using bounded = explicit.session({ timeoutMs: 5000 });
   assert.deepEqual(await bounded.ping({}), { ok: true });
-  const sent = Number(new URL(explicit.sockets.urls[0]).searchParams.get('timeout'));
+  const sent = Number(new URL(explicit.sockets.connections[0].url).searchParams.get('timeout'));
   assert.ok(sent > 0 && sent <= 5000, `the caller's own budget is sent (${sent})`);
 });
 

@@ -66,7 +66,7 @@ test('ING-04 svc-a (no ingress) drops forwarded conn info on HTTP-batch and WebS
     const report = (await session.whoami({})) as Report;
     assert.equal(report.connInfo, null);
     assert.equal(report.identity.brokerServiceId, PLANE_ID);
-    assert.equal(new URL(socket.sockets.urls[0]).searchParams.get('conn_info'), json);
+    assert.equal(new URL(socket.connections[0].url).searchParams.get('conn_info'), json);
   }
 });
 

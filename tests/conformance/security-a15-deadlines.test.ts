@@ -120,8 +120,8 @@ test('DL-03 WebSocket: timeout=500 bounds every call on the socket, which stays 
   assert.ok(elapsed >= 450, `sleep failed after ${elapsed} ms`);
   // The budget was fixed when the socket opened; it is spent for every later call too.
   await assertRefusal(session.whoami({}), TIMEOUT);
-  assert.equal(socket.sockets.sockets.length, 1);
-  assert.equal(socket.sockets.sockets[0].readyState, 1);
+  assert.equal(socket.connections.length, 1);
+  assert.equal(socket.connections[0].state, 'open');
   await assertRefusal(session.whoami({}), TIMEOUT);
 });
 

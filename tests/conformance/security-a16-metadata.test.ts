@@ -96,7 +96,7 @@ test('META-06 a hostile request_id on a WebSocket is not adopted and injects not
   const socket = fx.webSocket('svc-a.echo', { query: { request_id: hostile } });
   using session = fx.session('svc-a.echo', { transport: socket.transport });
   const report = (await session.whoami({})) as Report;
-  assert.equal(new URL(socket.sockets.urls[0]).searchParams.get('request_id'), hostile);
+  assert.equal(new URL(socket.connections[0].url).searchParams.get('request_id'), hostile);
   assert.ok(report.requestId !== null && !/[\r\n]/.test(report.requestId), report.requestId ?? '');
   assert.notEqual(report.requestId, hostile);
   const upgrade = socket.upgrades[0];

@@ -206,7 +206,8 @@ test('Ability definition rpc.transports: default http-batch only; WebSocket is o
   const refused = fx.webSocket('svc-c.plain');
   using overRefused = fx.session('svc-c.plain', { token, transport: refused.transport });
   await assert.rejects(overRefused.ping({}));
-  assert.deepEqual(refused.sockets.statuses, [405]);
+  const upgrades = await Promise.all(refused.connections.map((each) => each.response));
+  assert.deepEqual(upgrades.map((response) => response.status), [405]);
   const enabled = fx.webSocket('svc-c.both');
   using overEnabled = fx.session('svc-c.both', { token, transport: enabled.transport });
   assert.deepEqual(await overEnabled.ping({}), { pong: true });

@@ -27,7 +27,7 @@ test('Ingress r1: an ingress service hands brokered callers the forwarded conn i
     transport: socket.transport,
   });
   assert.deepEqual(((await overSocket.whoami({})) as Report).connInfo, FORWARDED);
-  assert.equal(new URL(socket.sockets.urls[0]).searchParams.get('conn_info'), FORWARDED_JSON);
+  assert.equal(new URL(socket.connections[0].url).searchParams.get('conn_info'), FORWARDED_JSON);
 });
 
 test('Ingress r1: without ingress, or without a brokered token, conn info is dropped', async () => {

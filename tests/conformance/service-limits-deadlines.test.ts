@@ -8,7 +8,7 @@ import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
 import { echoAbility } from './fixture-abilities.ts';
 
@@ -104,7 +104,7 @@ test('Limits r3: the budget is relative milliseconds, forwarded as what is left'
     transport: socket.transport,
   });
   await overSocket.remaining({});
-  const query = Number(new URL(socket.sockets.urls[0]).searchParams.get('timeout'));
+  const query = Number(new URL(socket.connections[0].url).searchParams.get('timeout'));
   assert.ok(Number.isInteger(query) && query > 4000 && query <= 5000, String(query));
 });
 
@@ -238,7 +238,7 @@ test('Limits r3: a deadline fails a method, not the session', async () => {
       remaining <= DEFAULT_ABILITY_TIMEOUT_MS,
     String(remaining),
   );
-  assert.equal(socket.sockets.urls.length, 1);
+  assert.equal(socket.connections.length, 1);
   using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 300 });
   await assertRefusal(overBatch.sleep({ ms: 800 }), TIMEOUT);
   const after = await overBatch.remaining({});

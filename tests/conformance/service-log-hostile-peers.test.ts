@@ -3,7 +3,7 @@
 // verbatim, since it may carry a token or forge a line; the logged reason is the service's own.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { closedWithin, rawWebSocketSession } from '../support/raw-rpc-socket.ts';
 import { createFixture } from './fixture.ts';
 
@@ -35,9 +35,9 @@ async function postBatch(fx: Fixture, body: string): Promise<void> {
 
 test('Events: a peer that opens a WebSocket and closes it with any reason logs no error, and not its reason', async () => {
   const fx = await createFixture();
-  const { client, server } = await rawWebSocketSession(fx.services['svc-a'], SOCKET_URL);
+  const { client, connection } = await rawWebSocketSession(fx.services['svc-a'], SOCKET_URL);
   client.close(4000, FORGED_LINE.slice(0, 60));
-  await closedWithin(server, 5_000);
+  await closedWithin(connection, 5_000);
   await settle();
   assert.deepEqual(errorLevelEvents(fx), []);
   assert.deepEqual(eventsMentioning(fx, 'svc.ability.handler_failed\\"'), []);

@@ -43,8 +43,8 @@ test('Propagated metadata: WebSocket writes request_id, conn_info, timeout, idem
   const socket = fx.webSocket('svc-a.echo');
   using session = fx.session('svc-a.echo', { token, transport: socket.transport, ...METADATA });
   const report = (await session.whoami({})) as Record<string, unknown>;
-  assert.equal(socket.sockets.urls.length, 1);
-  const url = new URL(socket.sockets.urls[0]);
+  assert.equal(socket.connections.length, 1);
+  const url = new URL(socket.connections[0].url);
   assert.equal(url.pathname, '/rpc/svc-a.echo');
   assert.equal(url.searchParams.get(SVC_REQUEST_ID_QUERY_PARAM), 'req-propagated');
   assert.equal(SVC_REQUEST_ID_QUERY_PARAM, 'request_id');
@@ -138,5 +138,5 @@ test('Propagated metadata: invalid values are never sent', async () => {
     idempotencyKey: 'k'.repeat(256),
   });
   await overSocket.whoami({});
-  assert.deepEqual([...new URL(socket.sockets.urls[0]).searchParams.keys()], []);
+  assert.deepEqual([...new URL(socket.connections[0].url).searchParams.keys()], []);
 });

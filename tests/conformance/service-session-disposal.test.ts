@@ -7,7 +7,8 @@ import { type AbilitySession, disposeAbilitySession } from '../../src/service/ab
 import { customRpcTransport } from '../../src/service/transports/custom.ts';
 import { cloudflareServiceBindingRpc } from '../../src/service/transports/http-batch.ts';
 import { WebSocketRpcTransport } from '../../src/service/transports/websocket-rpc-transport.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
+import { closedWithin, recordSent } from '../support/raw-rpc-socket.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
 
 interface EchoApi {
@@ -86,11 +87,11 @@ test('Session disposal: WebSocket sessions close their socket and never reopen',
   await checkDisposal(
     'websocket',
     () => fx.session<EchoApi>('svc-a.echo', { token, transport: socket.transport }),
-    () => socket.sockets.urls.length + socket.sockets.sockets[0].sent.length,
+    () => socket.connections.length + socket.sent.length,
   );
-  assert.equal(socket.sockets.sockets.length, 1);
-  assert.equal(socket.sockets.sockets[0].readyState, 3);
-  assert.equal(socket.sockets.sockets[0].closeCode, 1000);
+  assert.equal(socket.connections.length, 1);
+  assert.equal(await closedWithin(socket.connections[0], 5_000), 1000);
+  assert.equal(socket.connections[0].state, 'closed');
 });
 
 test('Session disposal: custom-transport sessions close for good', async () => {
@@ -99,15 +100,16 @@ test('Session disposal: custom-transport sessions close for good', async () => {
   const sockets = memoryWebSocketFactory((request, env) =>
     fx.services['svc-a'].fetch(request, env)
   );
-  const transport = customRpcTransport(() =>
-    new WebSocketRpcTransport(
-      sockets.createWebSocket('wss://svc-a.fixture.test/rpc/svc-a.echo') as never,
-    )
-  );
+  const sent: unknown[] = [];
+  const transport = customRpcTransport(() => {
+    const socket = sockets.createWebSocket('wss://svc-a.fixture.test/rpc/svc-a.echo');
+    recordSent(socket, sent);
+    return new WebSocketRpcTransport(socket as never);
+  });
   await checkDisposal(
     'custom',
     () => fx.session<EchoApi>('svc-a.echo', { token, transport }),
-    () => sockets.sockets.length + sockets.sockets[0].sent.length,
+    () => sockets.connections.length + sent.length,
   );
 });
 
@@ -134,6 +136,6 @@ test('Session disposal: a session disposed before any call never opens anything'
   const session = fx.session<EchoApi>('svc-a.echo', { transport: socket.transport });
   disposeAbilitySession(session);
   await assertRefusal(session.whoami({}), DISPOSED);
-  assert.equal(socket.sockets.urls.length, 0);
+  assert.equal(socket.connections.length, 0);
   assert.equal(fx.count('factories', 'svc-a.echo'), 0);
 });

@@ -46,7 +46,10 @@ function abortOf(sent: string[]): unknown {
 test('a WebSocket session with no accepted token is ended at its deadline: 401 authentication_timeout', async () => {
   const fx = await createFixture();
   await withTimersOf(WEBSOCKET_AUTHENTICATE_TIMEOUT_MS, async (timers) => {
-    const { client, server } = await rawWebSocketSession(fx.services['svc-a'], RPC_URL);
+    const { client, connection, received } = await rawWebSocketSession(
+      fx.services['svc-a'],
+      RPC_URL,
+    );
     client.send('["push",["pipeline",0,["authenticate"],["not-a-token"]]]');
     client.send('["pull",1]');
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -56,8 +59,8 @@ test('a WebSocket session with no accepted token is ended at its deadline: 401 a
     timers.cleared.add(deadline.handle);
     clearTimeout(deadline.handle);
     deadline.fire();
-    assert.equal(await closedWithin(server, 5_000), 3000);
-    assert.match(JSON.stringify(abortOf(server.sent)), /authentication_timeout/);
+    assert.equal(await closedWithin(connection, 5_000), 3000);
+    assert.match(JSON.stringify(abortOf(received)), /authentication_timeout/);
   });
   assert.equal(fx.count('factories', 'svc-a.echo'), 0, 'no handler was created');
   const failed = fx.events.filter((event) => event.event === 'svc.request.failed');
@@ -69,17 +72,20 @@ test('an accepted token stops the authentication deadline', async () => {
   const fx = await createFixture();
   const token = await fx.tokenFor('svc-a', ['svc-a.read']);
   await withTimersOf(WEBSOCKET_AUTHENTICATE_TIMEOUT_MS, async (timers) => {
-    const { client, server } = await rawWebSocketSession(fx.services['svc-a'], RPC_URL);
+    const { client, connection, received } = await rawWebSocketSession(
+      fx.services['svc-a'],
+      RPC_URL,
+    );
     client.send(`["push",["pipeline",0,["authenticate"],[${JSON.stringify(token)}]]]`);
     client.send('["pull",1]');
     const started = Date.now();
-    while (!server.sent.some((line) => line.startsWith('["resolve",1,'))) {
-      if (Date.now() - started > 5_000) throw new Error(`not authenticated: ${server.sent}`);
+    while (!received.some((line) => line.startsWith('["resolve",1,'))) {
+      if (Date.now() - started > 5_000) throw new Error(`not authenticated: ${received}`);
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     assert.equal(timers.set.length, 1);
     assert.equal(timers.cleared.has(timers.set[0].handle), true, 'the deadline was stopped');
-    assert.equal(server.closeCode, undefined);
+    assert.equal(connection.state, 'open');
     client.close(1000, 'done');
   });
 });

@@ -7,7 +7,7 @@ import type { Context } from 'hono';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { svcLogEvents } from '../../src/service/log-events.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { createFixture } from './fixture.ts';
 import { echoAbility } from './fixture-abilities.ts';
 
@@ -35,7 +35,8 @@ for (const upgrade of ['websocket, foo', 'WebSocket', 'h2c, WEBSOCKET']) {
     const items: unknown[] = [];
     for await (const item of await session.ticks({ n: 3 })) items.push(item);
     assert.equal(items.length, 3);
-    assert.deepEqual(sockets.statuses, [200]);
+    const upgrades = await Promise.all(sockets.connections.map((each) => each.response));
+    assert.deepEqual(upgrades.map((response) => response.status), [200]);
   });
 }
 

@@ -122,7 +122,7 @@ for (const kind of ['http-batch', 'websocket'] as const) {
     const renewed = await callUntilRenewed(session, first);
     assert.notEqual(renewed.identity.tokenId, first.identity.tokenId, 'and its token is used');
     if (webSocket !== undefined) {
-      assert.equal(webSocket.sockets.urls.length, 1, 'on the same connection');
+      assert.equal(webSocket.connections.length, 1, 'on the same connection');
     }
   });
 }

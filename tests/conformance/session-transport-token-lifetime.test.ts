@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
 import { abilitySession } from '../../src/service/ability-session.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   assertRefusal,
   createPlaneDeployment,
@@ -115,7 +115,7 @@ test('States: a WebSocket session authenticates again on the same connection bef
   }
   assert.equal(issued.length, 2, 'a second token was requested');
   assert.notEqual(renewed.identity.tokenId, first.identity.tokenId, 'the call used the new token');
-  assert.equal(sockets.urls.length, 1, 'on the same connection');
+  assert.equal(sockets.connections.length, 1, 'on the same connection');
   const again = await session.whoami({});
   assert.equal(again.identity.tokenId, renewed.identity.tokenId);
 });
@@ -134,7 +134,7 @@ test('States: a refused authentication does not stop a WebSocket session for goo
   assert.equal(refused?.status, 401, 'the refusal itself reaches the caller');
   const report = await session.whoami({});
   assert.ok(report.identity.tokenId, 'the next call authenticates again and succeeds');
-  assert.equal(sockets.urls.length, 1, 'on the same connection');
+  assert.equal(sockets.connections.length, 1, 'on the same connection');
 });
 
 test('States: a WebSocket session whose connection broke opens a new one on the next call', async () => {
@@ -142,12 +142,12 @@ test('States: a WebSocket session whose connection broke opens a new one on the 
   const { session: opened, sockets } = renewingSession(fx, 60);
   using session = opened;
   await session.whoami({});
-  sockets.sockets[0].close(1011, 'gone');
+  sockets.connections[0].drop();
   // A call racing the close may fail with it; within a few calls one succeeds again.
   let report: Report | undefined;
   for (let attempt = 0; attempt < 3 && report === undefined; attempt++) {
     report = await session.whoami({}).catch(() => undefined);
   }
   assert.ok(report?.identity.tokenId, 'a call succeeds after the connection broke');
-  assert.equal(sockets.urls.length, 2, 'on a second connection');
+  assert.equal(sockets.connections.length, 2, 'on a second connection');
 });

@@ -27,6 +27,7 @@ import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import { controlPlaneHmacTokenRequester } from '../../src/service/token-requesters.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   FAKE_BOUND_TOKEN,
   FAKE_TOKEN,
@@ -36,8 +37,8 @@ import {
   newFakeRecord,
   renewableFakeJwt,
 } from '../support/fake-main.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import { MessagePortRpcTransport } from '../support/message-port-transport.ts';
+import { closedWithin } from '../support/raw-rpc-socket.ts';
 import { steppableWallClock } from '../support/wall-clock.ts';
 
 interface FakeApi {
@@ -691,21 +692,23 @@ test('websocket: one socket per session, authenticate once, metadata in the quer
     const results = await Promise.all([session.echo({ value: 'a' }), session.whoami({})]);
     assert.deepEqual(results, [{ value: 'a' }, { transport: 'websocket' }]);
     assert.deepEqual(await session.echo({ value: 'later' }), { value: 'later' });
-    assert.equal(all.websocket.sockets.urls.length, 1);
+    assert.equal(all.websocket.sockets.connections.length, 1);
     assert.equal(all.websocket.record.authenticated.length, 1);
-    const url = new URL(all.websocket.sockets.urls[0]);
+    const url = new URL(all.websocket.sockets.connections[0].url);
     assert.equal(url.protocol, 'ws:');
     assert.equal(url.searchParams.get('request_id'), 'req-ws');
     assert.equal(url.searchParams.get('idempotency_key'), 'key-1');
     assert.equal(url.searchParams.get('conn_info'), '{"address":"198.51.100.7"}');
     const budget = Number(url.searchParams.get('timeout'));
     assert.ok(budget > 0 && budget <= 5_000);
-    assert.ok(!all.websocket.sockets.urls[0].includes(FAKE_TOKEN));
+    assert.ok(!all.websocket.sockets.connections[0].url.includes(FAKE_TOKEN));
     assert.equal(all.websocket.record.sessions[0].query.request_id, 'req-ws');
   } finally {
     disposeAbilitySession(session);
   }
-  assert.equal(all.websocket.sockets.sockets[0].closeCode, 1000);
+  // Disposal starts the closing handshake with 1000 at once; both ends then report it.
+  assert.equal(all.websocket.sockets.connections[0].state, 'closing');
+  assert.equal(await closedWithin(all.websocket.sockets.connections[0], 5_000), 1000);
 });
 
 test('websocket: a streaming method delivers a ReadableStream', async () => {

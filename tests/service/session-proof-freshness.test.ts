@@ -13,6 +13,7 @@ import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from '../../src/service/proof-veri
 import { CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS } from '../../src/core/capability-token.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import type { RpcMainMeta } from '../../src/service/rpc-serve.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   FakeMain,
   type FakeMainRecord,
@@ -20,7 +21,6 @@ import {
   newFakeRecord,
   renewableFakeJwt,
 } from '../support/fake-main.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import { steppableWallClock } from '../support/wall-clock.ts';
 
 interface FakeApi {

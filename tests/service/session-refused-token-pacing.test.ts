@@ -14,8 +14,8 @@ import {
 import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
 import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 import { withMovableClocks } from '../support/wall-clock.ts';
 
 type Echo = { echo(input: { value: string }): Promise<{ value: string }> };

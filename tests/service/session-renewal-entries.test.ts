@@ -5,13 +5,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { disposeAbilitySession } from '../../src/service/ability-session.ts';
 import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   fakeAbilitySession,
   fakeRpcEndpoint,
   newFakeRecord,
   renewableFakeJwt,
 } from '../support/fake-main.ts';
-import { memoryWebSocketFactory } from '../support/memory-websocket.ts';
 
 test('a WebSocket session renewing its token far more often than its entry limit stays open', async () => {
   const record = newFakeRecord();
@@ -32,8 +32,8 @@ test('a WebSocket session renewing its token far more often than its entry limit
     // call authenticates with the token it brought (the last one is not used yet).
     assert.equal(issued, 300, 'every call renewed the token');
     assert.equal(record.authenticated.length, 299, 'and every renewed token authenticated');
-    assert.equal(sockets.sockets.length, 1, 'on one connection');
-    assert.equal(sockets.sockets[0].closeCode, undefined, 'which the entry limit never closed');
+    assert.equal(sockets.connections.length, 1, 'on one connection');
+    assert.equal(sockets.connections[0].state, 'open', 'which the entry limit never closed');
   } finally {
     disposeAbilitySession(session);
   }

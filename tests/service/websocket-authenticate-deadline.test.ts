@@ -30,9 +30,9 @@ function deadlineEndpoint() {
 
 test('a WebSocket session that never authenticates is closed at its deadline, with the reason', async () => {
   const { endpoint, record, aborts } = deadlineEndpoint();
-  const { server } = await rawWebSocketSession(endpoint);
-  assert.equal(await closedWithin(server, 5_000), 3000);
-  const abort = server.sent.map((line) => JSON.parse(line)).find((line) => line[0] === 'abort');
+  const { connection, received } = await rawWebSocketSession(endpoint);
+  assert.equal(await closedWithin(connection, 5_000), 3000);
+  const abort = received.map((line) => JSON.parse(line)).find((line) => line[0] === 'abort');
   assert.match(JSON.stringify(abort), /authentication_timeout/);
   assert.equal(aborts.length, 1);
   assert.equal((aborts[0] as { reason?: string }).reason, 'authentication_timeout');
@@ -41,24 +41,24 @@ test('a WebSocket session that never authenticates is closed at its deadline, wi
 
 test('refused tokens do not extend the deadline', async () => {
   const { endpoint, record } = deadlineEndpoint();
-  const { client, server } = await rawWebSocketSession(endpoint);
+  const { client, connection } = await rawWebSocketSession(endpoint);
   for (let i = 0; i < 5 && client.readyState === 1; i++) {
     client.send(`["push",["pipeline",0,["authenticate"],["forged-${i}"]]]`);
     client.send(`["pull",${i + 1}]`);
     await sleep(DEADLINE_MS / 4);
   }
-  assert.equal(await closedWithin(server, 5_000), 3000);
+  assert.equal(await closedWithin(connection, 5_000), 3000);
   assert.deepEqual(record.authenticated, []);
 });
 
 test('a session that authenticated stays open past the deadline', async () => {
   const { endpoint, record, aborts } = deadlineEndpoint();
-  const { client, server } = await rawWebSocketSession(endpoint);
+  const { client, connection } = await rawWebSocketSession(endpoint);
   client.send(`["push",["pipeline",0,["authenticate"],[${JSON.stringify(FAKE_TOKEN)}]]]`);
   client.send('["push",["pipeline",1,["echo"],[{"value":"a"}]]]');
   client.send('["pull",2]');
   await sleep(DEADLINE_MS * 3);
-  assert.equal(server.closeCode, undefined, 'still open');
+  assert.equal(connection.state, 'open', 'still open');
   assert.equal(record.authenticated.length, 1);
   assert.deepEqual(aborts, []);
   client.close(1000, 'done');

@@ -9,8 +9,9 @@ import {
   websocketRpc,
   type WebSocketRpcOptions,
 } from '../../src/service/transports/websocket.ts';
+import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { fakeAbilitySession, fakeRpcEndpoint } from '../support/fake-main.ts';
-import { MemoryWebSocket, memoryWebSocketFactory } from '../support/memory-websocket.ts';
+import { closedWithin, recordSent } from '../support/raw-rpc-socket.ts';
 
 const BOUND = { timeout: 20_000 };
 const RPC_URL = 'ws://fake.test/rpc/fake.echo';
@@ -23,19 +24,23 @@ function echoSession(options: WebSocketRpcOptions) {
   return fakeAbilitySession<EchoApi>(websocketRpc(RPC_URL, options));
 }
 
-/** Sockets that never open first (`silent` of them), then sockets connected to the fake main. */
+/**
+ * Sockets that never open first (`silent` of them: their peer never answers the handshake), then
+ * sockets connected to the fake main. `silentSends` records whatever was sent on a silent one.
+ */
 function socketsSilentAtFirst(silent: number) {
   const served = memoryWebSocketFactory(fakeRpcEndpoint().fetch);
-  const silentSockets: MemoryWebSocket[] = [];
+  const silentPeer = memoryWebSocketFactory(() => new Promise<Response>(() => {}));
+  const silentSends: unknown[] = [];
   const createWebSocket = (url: string): WebSocket => {
-    if (silentSockets.length < silent) {
-      const socket = new MemoryWebSocket();
-      silentSockets.push(socket);
-      return socket as unknown as WebSocket;
+    if (silentPeer.connections.length < silent) {
+      const socket = silentPeer.createWebSocket(url);
+      recordSent(socket, silentSends);
+      return socket;
     }
     return served.createWebSocket(url);
   };
-  return { createWebSocket, silentSockets, served };
+  return { createWebSocket, silentSockets: silentPeer.connections, silentSends, served };
 }
 
 test(
@@ -47,8 +52,11 @@ test(
     try {
       const error = await session.echo({ value: 'never sent' }).catch((caught) => caught);
       assert.ok(error instanceof Error);
-      assert.equal(sockets.silentSockets[0].readyState, 3);
-      assert.deepEqual(sockets.silentSockets[0].sent, []);
+      // Closing a socket still connecting fails its handshake: it reports 1006 on its next task.
+      assert.notEqual(sockets.silentSockets[0].state, 'connecting');
+      assert.equal(await closedWithin(sockets.silentSockets[0], 5_000), 1006);
+      assert.equal(sockets.silentSockets[0].state, 'closed');
+      assert.deepEqual(sockets.silentSends, []);
     } finally {
       disposeAbilitySession(session);
     }
@@ -65,7 +73,7 @@ test(
       await assert.rejects(session.echo({ value: 'lost' }));
       assert.deepEqual(await session.echo({ value: 'recovered' }), { value: 'recovered' });
       assert.equal(sockets.silentSockets.length, 1);
-      assert.equal(sockets.served.urls.length, 1);
+      assert.equal(sockets.served.connections.length, 1);
     } finally {
       disposeAbilitySession(session);
     }
@@ -82,8 +90,8 @@ test(
       assert.deepEqual(await session.echo({ value: 'first' }), { value: 'first' });
       await new Promise((resolve) => setTimeout(resolve, 60));
       assert.deepEqual(await session.echo({ value: 'second' }), { value: 'second' });
-      assert.equal(sockets.served.urls.length, 1);
-      assert.equal(sockets.served.sockets[0].readyState, 1);
+      assert.equal(sockets.served.connections.length, 1);
+      assert.equal(sockets.served.connections[0].state, 'open');
     } finally {
       disposeAbilitySession(session);
     }

@@ -1,19 +1,29 @@
 /**
  * A raw in-memory WebSocket to an RPC route, for tests that speak Cap'n Web's wire format
- * themselves (as an attacker would).
+ * themselves (as an attacker would), and what tests watch on an in-memory socket: how it closed
+ * and what its caller sent.
  */
 import assert from 'node:assert/strict';
-import { type MemoryWebSocket, memoryWebSocketFactory } from './memory-websocket.ts';
+import {
+  type MemoryFetch,
+  type MemoryWebSocketConnection,
+  memoryWebSocketFactory,
+} from '../../src/testing/mod.ts';
 
 const RPC_URL = 'https://fake.internal/rpc/fake.echo';
 
-/** Opens a raw in-memory WebSocket session with `endpoint`; resolves once both ends are open. */
+/**
+ * Opens a raw in-memory WebSocket session with `endpoint`; resolves once the upgrade succeeded
+ * and the caller's end is open. `received` collects every message the service sent, in order;
+ * `connection` tells how the connection ended.
+ */
 export async function rawWebSocketSession(
-  endpoint: { fetch: (request: Request, env?: unknown) => Promise<Response> },
+  endpoint: { fetch: MemoryFetch },
   url = RPC_URL,
-) {
+): Promise<{ client: WebSocket; connection: MemoryWebSocketConnection; received: string[] }> {
   const sockets = memoryWebSocketFactory(endpoint.fetch);
-  const client = sockets.createWebSocket(url) as unknown as MemoryWebSocket;
+  const client = sockets.createWebSocket(url);
+  const [connection] = sockets.connections;
   const received: string[] = [];
   client.addEventListener('message', (event) => received.push(event.data as string));
   const started = Date.now();
@@ -21,16 +31,35 @@ export async function rawWebSocketSession(
     if (Date.now() - started > 5_000) throw new Error('the upgrade did not complete');
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
-  assert.deepEqual(sockets.statuses, [200]);
-  return { client, server: client.peer!, received };
+  assert.equal((await connection.response).status, 200);
+  assert.equal(connection.state, 'open');
+  return { client, connection, received };
 }
 
-/** Resolves once `socket` is closed, or fails after `ms`. */
-export async function closedWithin(socket: { closeCode: number | undefined }, ms: number) {
-  const started = Date.now();
-  while (socket.closeCode === undefined) {
-    if (Date.now() - started > ms) throw new Error('the socket was not closed');
-    await new Promise((resolve) => setTimeout(resolve, 5));
+/** The close code `connection` reported; fails when it has not closed within `ms`. */
+export async function closedWithin(
+  connection: MemoryWebSocketConnection,
+  ms: number,
+): Promise<number> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('the socket was not closed')), ms);
+  });
+  try {
+    return (await Promise.race([connection.closed, late])).code;
+  } finally {
+    clearTimeout(timer);
   }
-  return socket.closeCode;
+}
+
+/**
+ * Records in `into` every message handed to `socket.send`, whatever the socket's state (a send
+ * the socket refuses or discards included), then sends it as usual.
+ */
+export function recordSent(socket: WebSocket, into: unknown[]): void {
+  const send = socket.send.bind(socket);
+  socket.send = (data) => {
+    into.push(data);
+    send(data);
+  };
 }
