@@ -5,6 +5,10 @@
  * `serveRpc` also recognises Workers by the `WebSocketPair` global on its own; the entrypoint
  * passes the upgrader explicitly so nothing depends on detection.
  *
+ * A caller Worker streams from another Worker over their service binding with
+ * `serviceBindingWebSocketFactory(binding)` as the `createWebSocket` of `websocketRpc` or of the
+ * plane's `cloudflareServiceBinding`.
+ *
  * @module
  */
 import {
@@ -15,6 +19,11 @@ import {
 import { checkFetchTarget, type FetchTarget } from './serve-target.ts';
 
 export type { FetchTarget } from './serve-target.ts';
+/**
+ * Client WebSockets through a service binding, for streaming to another Worker:
+ * `websocketRpc(url, { createWebSocket: serviceBindingWebSocketFactory(env.ORDERS) })`.
+ */
+export { serviceBindingWebSocketFactory } from './workers-binding-websocket.ts';
 
 /** The Workers upgrader: `WebSocketPair`, the server end accepted, the client end in a `101`. */
 export const workersWebSocketUpgrader: WebSocketUpgrader = webSocketPairUpgrader;

@@ -9,6 +9,7 @@
  */
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
+import { upgradeRequestUrl } from '../adapters/event-target-websocket.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import {
   type MemoryWebSocket,
@@ -112,22 +113,6 @@ function checkFactoryOptions(
     throw new SvcConfigurationError(`${label}: \`env\` must be an object`);
   }
   return options as MemoryWebSocketFactoryOptions;
-}
-
-/** The `http(s)` URL an upgrade request for a `ws(s)` URL is made to. */
-function upgradeRequestUrl(url: string, label: string): URL {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new SyntaxError(`${label}: ${JSON.stringify(url.slice(0, 200))} is not a URL`);
-  }
-  if (parsed.protocol === 'ws:') parsed.protocol = 'http:';
-  else if (parsed.protocol === 'wss:') parsed.protocol = 'https:';
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new SyntaxError(`${label}: a WebSocket URL must be ws:, wss:, http: or https:`);
-  }
-  return parsed;
 }
 
 /** A handshake request as a client sends it: GET, `Upgrade`, `Connection`, version and key. */

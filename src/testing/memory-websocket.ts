@@ -11,29 +11,24 @@
  *
  * @module
  */
+import {
+  ABNORMAL_CLOSURE,
+  checkCloseArguments,
+  EventTargetWebSocket,
+  NO_STATUS_RECEIVED,
+  WEBSOCKET_CLOSED as CLOSED,
+  WEBSOCKET_CLOSING as CLOSING,
+  WEBSOCKET_CONNECTING as CONNECTING,
+  WEBSOCKET_OPEN as OPEN,
+  type WebSocketCloseDetails,
+  webSocketCloseEvent,
+  type WebSocketEndRole,
+  webSocketMessageEvent,
+} from '../adapters/event-target-websocket.ts';
 import { nextMacrotask } from '../service/transports/http-batch.ts';
 
 /** How one end of a connection ended, as its `close` event reported it. */
-export interface MemoryWebSocketClose {
-  /** The close code: the one the closing end gave, 1005 for none, 1006 for a broken connection. */
-  code: number;
-  /** The close reason the closing end gave (empty for none or a broken connection). */
-  reason: string;
-  /** Whether the connection ended with a closing handshake (`false` for a broken one). */
-  wasClean: boolean;
-}
-
-const CONNECTING = 0;
-const OPEN = 1;
-const CLOSING = 2;
-const CLOSED = 3;
-
-/** Close code of a connection that ended without a close frame (RFC 6455 §7.4.1). */
-const ABNORMAL_CLOSURE = 1006;
-/** Close code reported when the closing end sent no code (RFC 6455 §7.4.1). */
-const NO_STATUS_RECEIVED = 1005;
-/** A close frame's reason carries at most 123 UTF-8 bytes (RFC 6455 §5.5). */
-const MAX_CLOSE_REASON_BYTES = 123;
+export type MemoryWebSocketClose = WebSocketCloseDetails;
 
 /** What one end still has to hand its listeners, in order, one task each. */
 type Delivery =
@@ -43,61 +38,8 @@ type Delivery =
   | { kind: 'error' }
   | { kind: 'broken' };
 
-type EventHandler = ((event: Event) => void) | null;
-
 /** Which side of the connection an end is: the caller's socket or the one a service accepted. */
-export type MemoryWebSocketRole = 'caller' | 'service';
-
-/** A `MessageEvent` where the runtime has one; else an `Event` carrying `data`. */
-function messageEvent(data: unknown): Event {
-  if (typeof MessageEvent === 'function') return new MessageEvent('message', { data });
-  return Object.defineProperty(new Event('message'), 'data', { value: data, enumerable: true });
-}
-
-/** A `CloseEvent` where the runtime has one (Node 20 has none); else an `Event` carrying it. */
-function closeEvent(close: MemoryWebSocketClose): Event {
-  const Constructor = (globalThis as { CloseEvent?: new (type: string, init: object) => Event })
-    .CloseEvent;
-  if (typeof Constructor === 'function') return new Constructor('close', close);
-  const event = new Event('close');
-  for (const [name, value] of Object.entries(close)) {
-    Object.defineProperty(event, name, { value, enumerable: true });
-  }
-  return event;
-}
-
-/**
- * Whether an end may close with `code`: a caller's end takes what the standard `WebSocket`
- * takes (1000, 3000-4999); a service's end, like the server sockets of every runtime, also
- * takes the protocol's own codes (RFC 6455 §7.4.1) other than those never sent in a frame.
- */
-function isSendableCloseCode(code: number, role: MemoryWebSocketRole): boolean {
-  if (!Number.isInteger(code)) return false;
-  if (code === 1000 || (code >= 3000 && code <= 4999)) return true;
-  return role === 'service' && code >= 1001 && code <= 1014 &&
-    code !== 1004 && code !== 1005 && code !== 1006;
-}
-
-/** Throws as the standard `close()` does for a code or reason it would not put in a frame. */
-function checkCloseArguments(
-  code: number | undefined,
-  reason: string | undefined,
-  role: MemoryWebSocketRole,
-): void {
-  if (code !== undefined && !isSendableCloseCode(code, role)) {
-    throw new DOMException(
-      `The close code ${code} cannot be sent: use 1000 or 3000-4999` +
-        (role === 'service' ? ' (or a protocol code other than 1004-1006)' : ''),
-      'InvalidAccessError',
-    );
-  }
-  if (reason !== undefined && new TextEncoder().encode(reason).length > MAX_CLOSE_REASON_BYTES) {
-    throw new DOMException(
-      `The close reason must be at most ${MAX_CLOSE_REASON_BYTES} bytes of UTF-8`,
-      'SyntaxError',
-    );
-  }
-}
+export type MemoryWebSocketRole = WebSocketEndRole;
 
 /** A copy of what `send` was given, so later changes to the caller's buffer do not travel. */
 function copiedPayload(data: unknown): string | Uint8Array<ArrayBuffer> {
@@ -113,24 +55,7 @@ function copiedPayload(data: unknown): string | Uint8Array<ArrayBuffer> {
  * One end of an in-memory connection. Create a connected pair with {@link memoryWebSocketPair};
  * the end is typed as the standard `WebSocket` where it is handed out.
  */
-export class MemoryWebSocket extends EventTarget {
-  /** Ready state: the handshake has not completed. */
-  static readonly CONNECTING = CONNECTING;
-  /** Ready state: messages flow both ways. */
-  static readonly OPEN = OPEN;
-  /** Ready state: the closing handshake has started. */
-  static readonly CLOSING = CLOSING;
-  /** Ready state: the connection has ended. */
-  static readonly CLOSED = CLOSED;
-  /** Ready state: the handshake has not completed. */
-  readonly CONNECTING = CONNECTING;
-  /** Ready state: messages flow both ways. */
-  readonly OPEN = OPEN;
-  /** Ready state: the closing handshake has started. */
-  readonly CLOSING = CLOSING;
-  /** Ready state: the connection has ended. */
-  readonly CLOSED = CLOSED;
-
+export class MemoryWebSocket extends EventTargetWebSocket {
   /** The URL this end stands for. */
   readonly url: string;
   /** No subprotocol is negotiated. */
@@ -146,7 +71,6 @@ export class MemoryWebSocket extends EventTarget {
   #broken = false;
   #deliveries: Delivery[] = [];
   #delivering = false;
-  #handlers = new Map<string, { handler: EventHandler; listener: (event: Event) => void }>();
   #onClosed: ((close: MemoryWebSocketClose) => void) | undefined;
   #role: MemoryWebSocketRole;
 
@@ -170,35 +94,6 @@ export class MemoryWebSocket extends EventTarget {
   /** Always 0: a message leaves this end as soon as it is sent. */
   get bufferedAmount(): number {
     return 0;
-  }
-
-  /** Handler of the `open` event, as on a standard socket. */
-  get onopen(): EventHandler {
-    return this.#handler('open');
-  }
-  set onopen(handler: EventHandler) {
-    this.#setHandler('open', handler);
-  }
-  /** Handler of the `message` event, as on a standard socket. */
-  get onmessage(): EventHandler {
-    return this.#handler('message');
-  }
-  set onmessage(handler: EventHandler) {
-    this.#setHandler('message', handler);
-  }
-  /** Handler of the `close` event, as on a standard socket. */
-  get onclose(): EventHandler {
-    return this.#handler('close');
-  }
-  set onclose(handler: EventHandler) {
-    this.#setHandler('close', handler);
-  }
-  /** Handler of the `error` event, as on a standard socket. */
-  get onerror(): EventHandler {
-    return this.#handler('error');
-  }
-  set onerror(handler: EventHandler) {
-    this.#setHandler('error', handler);
   }
 
   /**
@@ -301,7 +196,7 @@ export class MemoryWebSocket extends EventTarget {
       case 'message':
         // The standard drops a message that arrives once the end is no longer open.
         if (this.#readyState !== OPEN) return;
-        this.dispatchEvent(messageEvent(this.#received(delivery.data)));
+        this.dispatchEvent(webSocketMessageEvent(this.#received(delivery.data)));
         return;
       case 'close-frame':
         if (this.#readyState === CLOSED) return;
@@ -321,7 +216,7 @@ export class MemoryWebSocket extends EventTarget {
   #closed(close: MemoryWebSocketClose): void {
     this.#readyState = CLOSED;
     this.#deliveries = [];
-    this.dispatchEvent(closeEvent(close));
+    this.dispatchEvent(webSocketCloseEvent(close));
     this.#onClosed?.(close);
     this.#onClosed = undefined;
   }
@@ -329,20 +224,6 @@ export class MemoryWebSocket extends EventTarget {
   #received(data: string | Uint8Array<ArrayBuffer>): unknown {
     if (typeof data === 'string') return data;
     return this.binaryType === 'arraybuffer' ? data.buffer : new Blob([data]);
-  }
-
-  #handler(type: string): EventHandler {
-    return this.#handlers.get(type)?.handler ?? null;
-  }
-
-  #setHandler(type: string, handler: EventHandler): void {
-    const previous = this.#handlers.get(type);
-    if (previous !== undefined) this.removeEventListener(type, previous.listener);
-    this.#handlers.delete(type);
-    if (typeof handler !== 'function') return;
-    const listener = (event: Event) => handler.call(this, event);
-    this.#handlers.set(type, { handler, listener });
-    this.addEventListener(type, listener);
   }
 }
 

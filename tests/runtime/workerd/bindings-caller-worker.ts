@@ -1,12 +1,19 @@
 // Worker bundled by service-bindings.test.ts: the `billing` caller. It gets tokens from the
 // plane's TokenIssuer entrypoint over its PLANE_TOKENS binding (JS RPC) and calls orders over its
-// ORDERS binding (HTTP-batch through `binding.fetch`). The host drives it over 127.0.0.1:
+// ORDERS binding (HTTP-batch through `binding.fetch`, or a WebSocket session upgraded through it).
+// The host drives it over 127.0.0.1:
 //
 // - `POST /call` (a CallRequest): one call through an ability session, answered as a CallOutcome.
+// - `POST /stream` (a StreamRequest): a WebSocket session to orders over the ORDERS binding, a
+//   unary call and a stream read item by item, answered as a StreamOutcome.
+// - `POST /plane-stream` (`{ count }`): the same through the plane's own `abilitySession`, run by
+//   its PlaneSessions entrypoint, answered as a StreamOutcome.
 // - `POST /issue` (any JSON): handed as is to `PLANE_TOKENS.requestCapabilityToken` (with
 //   `?issuer=throwing`, to `PLANE_THROWING`), answered as an IssueOutcome.
 // - `GET /discovery-hits`: how many discovery requests the orders Worker answered.
+// - `GET /sockets`: the WebSocket sessions the orders Worker accepted (a SocketRecord).
 // - `GET /catalog-events`: the catalog events the plane Worker logged.
+import { serviceBindingWebSocketFactory } from '../../../src/adapters/workers.ts';
 import { abilitySession, disposeAbilitySession } from '../../../src/service/ability-session.ts';
 import {
   type CapabilityTokenBinding,
@@ -16,6 +23,7 @@ import {
   cloudflareServiceBindingRpc,
   type ServiceBindingFetcher,
 } from '../../../src/service/transports/http-batch.ts';
+import { websocketRpc } from '../../../src/service/transports/websocket.ts';
 import type { TokenRequester } from '../../../src/service/ability-session.ts';
 import {
   BILLING_SERVICE_ID,
@@ -24,7 +32,12 @@ import {
   type CatalogEvent,
   DISCOVERY_HITS_PATH,
   type IssueOutcome,
-  type SeenError,
+  lookupAndStream,
+  type OrdersApi,
+  seenError,
+  SOCKETS_PATH,
+  type StreamOutcome,
+  type StreamRequest,
 } from './bindings-deployment.ts';
 
 interface CallerEnv {
@@ -34,6 +47,8 @@ interface CallerEnv {
   PLANE_THROWING: CapabilityTokenBinding;
   /** The plane's test-only `PlaneEvents` entrypoint. */
   PLANE_EVENTS: { catalogEvents(): Promise<CatalogEvent[]> };
+  /** The plane's test-only `PlaneSessions` entrypoint. */
+  PLANE_SESSIONS: { streamOrders(count: number): Promise<StreamOutcome> };
   /** The orders Worker. */
   ORDERS: ServiceBindingFetcher;
 }
@@ -53,22 +68,6 @@ function requesterFor(env: CallerEnv, issuer: 'tokens' | 'throwing'): TokenReque
     requesters.set(issuer, requester);
   }
   return requester;
-}
-
-/** An error as the caller holds it: the fields it carries, nothing re-validated. */
-function seenError(error: unknown): SeenError {
-  const record = (error !== null && typeof error === 'object' ? error : {}) as Record<
-    string,
-    unknown
-  >;
-  return {
-    name: record.name,
-    code: record.code,
-    status: record.status,
-    retryable: record.retryable,
-    reason: record.reason,
-    message: record.message ?? String(error),
-  };
 }
 
 async function call(env: CallerEnv, request: CallRequest): Promise<CallOutcome> {
@@ -98,6 +97,39 @@ async function call(env: CallerEnv, request: CallRequest): Promise<CallOutcome> 
   }
 }
 
+/** A compact JWS no plane signed: orders must refuse it inside the session, with 401. */
+const UNSIGNED_TOKEN = [
+  btoa(JSON.stringify({ alg: 'ES256', typ: 'svc-capability+jwt', kid: 'bindings-k1' })),
+  btoa(JSON.stringify({ iss: 'https://plane.bindings.test', aud: 'orders', sub: 'billing' })),
+  'c2lnbmF0dXJl',
+].map((part) => part.replaceAll('=', '').replaceAll('+', '-').replaceAll('/', '_')).join('.');
+
+/**
+ * A WebSocket session to orders: the upgrade goes through the ORDERS binding's fetch, the token
+ * (the plane's, unless the request asks for an unsigned one) inside the session.
+ */
+function stream(env: CallerEnv, request: StreamRequest): Promise<StreamOutcome> {
+  const requester = requesterFor(env, 'tokens');
+  return lookupAndStream(
+    () =>
+      abilitySession<OrdersApi>({
+        abilityId: 'orders.catalog',
+        callerServiceId: BILLING_SERVICE_ID,
+        targetServiceId: 'orders',
+        scopes: ['orders.read'],
+        requestToken: request.token === 'unsigned'
+          ? () => Promise.resolve(UNSIGNED_TOKEN)
+          : requester,
+        transport: websocketRpc(
+          new URL(request.path ?? '/rpc/orders.catalog', 'https://orders.internal'),
+          { createWebSocket: serviceBindingWebSocketFactory(env.ORDERS) },
+        ),
+        timeoutMs: CALL_BUDGET_MS,
+      }),
+    request.count,
+  );
+}
+
 async function issue(binding: CapabilityTokenBinding, request: unknown): Promise<IssueOutcome> {
   try {
     return { answer: await binding.requestCapabilityToken(request as never) };
@@ -113,6 +145,13 @@ export default {
     if (request.method === 'POST' && path === '/call') {
       return Response.json(await call(env, await request.json() as CallRequest));
     }
+    if (request.method === 'POST' && path === '/stream') {
+      return Response.json(await stream(env, await request.json() as StreamRequest));
+    }
+    if (request.method === 'POST' && path === '/plane-stream') {
+      const { count } = await request.json() as { count: number };
+      return Response.json(await env.PLANE_SESSIONS.streamOrders(count));
+    }
     if (request.method === 'POST' && path === '/issue') {
       const binding = url.searchParams.get('issuer') === 'throwing'
         ? env.PLANE_THROWING
@@ -121,6 +160,9 @@ export default {
     }
     if (path === '/discovery-hits') {
       return await env.ORDERS.fetch(new Request(new URL(DISCOVERY_HITS_PATH, 'https://orders')));
+    }
+    if (path === '/sockets') {
+      return await env.ORDERS.fetch(new Request(new URL(SOCKETS_PATH, 'https://orders')));
     }
     if (path === '/catalog-events') {
       return Response.json(await env.PLANE_EVENTS.catalogEvents());

@@ -1,8 +1,10 @@
 // Worker bundled by service-bindings.test.ts: the control plane. Its default `fetch` serves the
 // plane's routes (the orders Worker reads the JWKS through its binding); `TokenIssuer` is the
 // entrypoint the billing Worker's PLANE_TOKENS binding points at. The plane resolves `orders`
-// (and `ledger`, bound to the same orders Worker) through `binding.fetch`.
+// (and `ledger`, bound to the same orders Worker) through `binding.fetch`, and reaches orders'
+// WebSocket route through the same binding (`PlaneSessions` streams from it).
 import { WorkerEntrypoint } from 'cloudflare:workers';
+import { serviceBindingWebSocketFactory } from '../../../src/adapters/workers.ts';
 import { CapabilityAuthError } from '../../../src/core/errors.ts';
 import type { SvcLogEvent } from '../../../src/core/logging.ts';
 import { type ControlPlane, createControlPlane } from '../../../src/plane/control-plane.ts';
@@ -19,6 +21,9 @@ import {
   BINDINGS_ISSUER,
   BINDINGS_PLANE_ID,
   type CatalogEvent,
+  lookupAndStream,
+  type OrdersApi,
+  type StreamOutcome,
 } from './bindings-deployment.ts';
 
 interface PlaneEnv {
@@ -48,6 +53,7 @@ function servicesOf(context: unknown) {
       id: 'orders',
       binding: env.ORDERS,
       grants: [{ caller: BILLING_SERVICE_ID, scopes: ['orders.read'] }],
+      createWebSocket: serviceBindingWebSocketFactory(env.ORDERS),
     }),
     cloudflareServiceBinding({
       id: 'ledger',
@@ -102,6 +108,29 @@ export class ThrowingTokenIssuer extends WorkerEntrypoint<PlaneEnv> {
 export class PlaneEvents extends WorkerEntrypoint<PlaneEnv> {
   catalogEvents(): CatalogEvent[] {
     return catalogEvents;
+  }
+}
+
+/** Budget of each call of a plane session, in milliseconds. */
+const SESSION_BUDGET_MS = 15_000;
+
+/**
+ * Test-only: the plane's own session with orders, acting for billing. `orders.catalog` has a
+ * streaming method, so the session travels over WebSocket, dialled through the ORDERS binding.
+ */
+export class PlaneSessions extends WorkerEntrypoint<PlaneEnv> {
+  streamOrders(count: number): Promise<StreamOutcome> {
+    return lookupAndStream(
+      () =>
+        planeOf(this.env).abilitySession<OrdersApi>({
+          abilityId: 'orders.catalog',
+          targetServiceId: 'orders',
+          scopes: ['orders.read'],
+          caller: { id: BILLING_SERVICE_ID, kind: 'service' },
+          timeoutMs: SESSION_BUDGET_MS,
+        }, this.env),
+      count,
+    );
   }
 }
 

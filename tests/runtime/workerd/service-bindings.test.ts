@@ -19,6 +19,10 @@ import {
   type CatalogEvent,
   type IssueOutcome,
   type SeenError,
+  type SocketRecord,
+  STREAMED_MOVEMENTS,
+  type StreamOutcome,
+  type StreamRequest,
 } from './bindings-deployment.ts';
 import { withWorkers, type WorkersOptions } from './miniflare-workers.ts';
 
@@ -40,6 +44,7 @@ function withDeployment(run: (url: URL) => Promise<void>, options: WorkersOption
           PLANE_TOKENS: { name: 'plane', entrypoint: 'TokenIssuer' },
           PLANE_THROWING: { name: 'plane', entrypoint: 'ThrowingTokenIssuer' },
           PLANE_EVENTS: { name: 'plane', entrypoint: 'PlaneEvents' },
+          PLANE_SESSIONS: { name: 'plane', entrypoint: 'PlaneSessions' },
           ORDERS: 'orders',
         },
       },
@@ -81,6 +86,41 @@ async function getJson<T>(url: URL, path: string): Promise<T> {
 
 const callThrough = (url: URL, request: CallRequest) =>
   postJson<CallOutcome>(url, '/call', request);
+
+const streamThrough = (url: URL, request: StreamRequest) =>
+  postJson<StreamOutcome>(url, '/stream', request);
+
+/** How long a socket's close may take to reach orders once the caller disposed its session. */
+const CLOSE_ARRIVAL_MS = 5_000;
+
+/** Orders' socket record once it saw `closes` sockets end; fails past {@link CLOSE_ARRIVAL_MS}. */
+async function socketsOnceClosed(url: URL, closes: number): Promise<SocketRecord> {
+  const deadline = Date.now() + CLOSE_ARRIVAL_MS;
+  for (;;) {
+    const record = await getJson<SocketRecord>(url, '/sockets');
+    if (record.closed.length >= closes) return record;
+    if (Date.now() > deadline) assert.fail(`orders saw no close: ${JSON.stringify(record)}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** A streaming session went through: orders' lookup for billing and every movement read. */
+function assertStreamed(outcome: StreamOutcome): void {
+  assert.equal(outcome.ok, true, JSON.stringify(outcome));
+  assert.deepEqual(outcome, {
+    ok: true,
+    lookup: { sku: 'tea-01', stock: 12, caller: BILLING_SERVICE_ID, callerAccess: 'service' },
+    movements: STREAMED_MOVEMENTS,
+  });
+}
+
+/** The session's socket was accepted once, and orders saw the disposal close it normally. */
+async function assertClosedByDisposal(url: URL): Promise<void> {
+  assert.deepEqual(await socketsOnceClosed(url, 1), {
+    opened: 1,
+    closed: [{ code: 1000, reason: 'session disposed' }],
+  });
+}
 
 const LOOKUP: CallRequest = {
   targetServiceId: 'orders',
@@ -328,6 +368,71 @@ test(
         reason: 'unknown_target',
         detail: 'document id "orders" differs from the endpoint id',
       }]);
+    });
+  },
+);
+
+test(
+  'workerd bindings: billing streams 1 000 validated items from orders over a WebSocket upgraded through its binding',
+  BOUND,
+  async () => {
+    await withDeployment(async (url) => {
+      assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+      // The unary call and the stream share one session: one socket, closed when disposed.
+      assertStreamed(await streamThrough(url, { count: STREAMED_MOVEMENTS }));
+      await assertClosedByDisposal(url);
+    });
+  },
+);
+
+test(
+  "workerd bindings: the plane's abilitySession streams from orders over its cloudflareServiceBinding",
+  BOUND,
+  async () => {
+    await withDeployment(async (url) => {
+      // orders.catalog streams, so the plane picks WebSocket, dialled through the ORDERS binding
+      // by the endpoint's createWebSocket (HTTP-batch would refuse the stream with 405).
+      const outcome = await postJson<StreamOutcome>(url, '/plane-stream', {
+        count: STREAMED_MOVEMENTS,
+      });
+      assertStreamed(outcome);
+      await assertClosedByDisposal(url);
+      assert.deepEqual(await getJson(url, '/discovery-hits'), { discoveryHits: 1 });
+    });
+  },
+);
+
+test(
+  'workerd bindings: a refused upgrade or token over the binding socket fails typed, without waiting',
+  BOUND,
+  async () => {
+    await withDeployment(async (url) => {
+      // No RPC route there: orders answers the upgrade with 404, the socket fails as a refused
+      // handshake, and the call fails as a lost connection long before the 10 s open timeout.
+      const started = Date.now();
+      const noRoute = await streamThrough(url, { count: 1, path: '/rpc/orders.nowhere' });
+      assert.ok(Date.now() - started < 8_000, `refusal took ${Date.now() - started} ms`);
+      assert.equal(noRoute.ok, false, JSON.stringify(noRoute));
+      const lost = (noRoute as { error: SeenError }).error;
+      assert.deepEqual(taxonomyOf(lost), {
+        code: 'internal',
+        status: 503,
+        retryable: true,
+        reason: 'rpc_connection_lost',
+      });
+      assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+
+      // An unsigned token: the upgrade succeeds, the token travels inside the session and orders
+      // refuses it with 401, typed, as over any other WebSocket.
+      const unsigned = await streamThrough(url, { count: 1, token: 'unsigned' });
+      assert.equal(unsigned.ok, false, JSON.stringify(unsigned));
+      const refused = (unsigned as { error: SeenError }).error;
+      assert.equal(refused.code, 'capability_auth');
+      assert.equal(refused.status, 401);
+      assert.equal(refused.retryable, false);
+      const record = await socketsOnceClosed(url, 1);
+      assert.equal(record.opened, 1);
+      assert.equal(record.closed.length, 1);
     });
   },
 );
