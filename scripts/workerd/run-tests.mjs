@@ -1,6 +1,7 @@
 // Runs test files inside workerd: each file is bundled with esbuild (node:test mapped to a shim),
 // loaded into Miniflare with nodejs_compat, and its tests are run by one fetch.
 import { build } from 'esbuild';
+import { WORKERD_BUNDLE_OPTIONS, WORKERD_COMPATIBILITY_DATE } from './bundle-options.mjs';
 import { Miniflare } from 'miniflare';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -12,14 +13,8 @@ const entry = path.join(here, 'entry.js');
 /** Bundles one test file into a single ES module for workerd. */
 export async function bundleTestFile(file) {
   const result = await build({
+    ...WORKERD_BUNDLE_OPTIONS,
     entryPoints: [entry],
-    bundle: true,
-    write: false,
-    format: 'esm',
-    platform: 'neutral',
-    target: 'es2022',
-    conditions: ['workerd', 'worker', 'browser', 'import'],
-    mainFields: ['module', 'main'],
     external: [
       'cloudflare:*',
       'node:assert',
@@ -27,7 +22,6 @@ export async function bundleTestFile(file) {
       'node:async_hooks',
       'node:buffer',
     ],
-    logLevel: 'silent',
     plugins: [{
       name: 'svcplane-workerd-test',
       setup(b) {
@@ -50,7 +44,7 @@ export async function runInWorkerd(file) {
   const mf = new Miniflare({
     modules: true,
     script,
-    compatibilityDate: '2026-07-01',
+    compatibilityDate: WORKERD_COMPATIBILITY_DATE,
     compatibilityFlags: ['nodejs_compat'],
     log: undefined,
   });

@@ -8,6 +8,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
+import {
+  WORKERD_BUNDLE_OPTIONS,
+  WORKERD_COMPATIBILITY_DATE,
+} from '../../../scripts/workerd/bundle-options.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -33,7 +37,7 @@ export interface WorkersOptions {
 }
 
 /** The compatibility date of every Worker (enhanced_error_serialization is on from 2026-04-21). */
-export const WORKERS_COMPATIBILITY_DATE = '2026-07-01';
+export const WORKERS_COMPATIBILITY_DATE: string = WORKERD_COMPATIBILITY_DATE;
 
 // One bundle per entry for the whole test file: several tests start the same Workers.
 const bundles = new Map<string, Promise<string>>();
@@ -42,16 +46,9 @@ function bundleWorker(entry: string): Promise<string> {
   let bundle = bundles.get(entry);
   if (bundle === undefined) {
     bundle = build({
+      ...WORKERD_BUNDLE_OPTIONS,
       entryPoints: [path.join(here, entry)],
-      bundle: true,
-      write: false,
-      format: 'esm',
-      platform: 'neutral',
-      target: 'es2022',
-      conditions: ['workerd', 'worker', 'browser', 'import'],
-      mainFields: ['module', 'main'],
       external: ['cloudflare:*', 'node:*'],
-      logLevel: 'silent',
     }).then((result) => result.outputFiles[0].text);
     bundles.set(entry, bundle);
   }
