@@ -1,6 +1,7 @@
 /**
  * Starts one Worker from this folder in workerd for a host-driven test: the entry is bundled with
- * esbuild for the Workers platform and served by Miniflare on a real 127.0.0.1 port.
+ * esbuild for the Workers platform and served by Miniflare on a real 127.0.0.1 port, with
+ * `nodejs_compat` (these Workers share fixtures that assert with `node:assert`).
  */
 import { withWorkers } from './miniflare-workers.ts';
 
@@ -13,5 +14,7 @@ export async function withWorker(
   bindings: Record<string, unknown>,
   run: (url: URL) => Promise<void>,
 ): Promise<void> {
-  await withWorkers([{ name: 'main', entry, bindings }], run);
+  await withWorkers([{ name: 'main', entry, bindings }], run, {
+    compatibilityFlags: ['nodejs_compat'],
+  });
 }

@@ -32,7 +32,10 @@ export interface WorkerSpec {
 
 /** Options shared by every Worker of the deployment. */
 export interface WorkersOptions {
-  /** Compatibility flags beside `nodejs_compat`. */
+  /**
+   * Compatibility flags of every Worker. None by default, `nodejs_compat` included: the library
+   * must run on a Worker that never enabled Node's APIs.
+   */
   compatibilityFlags?: readonly string[];
 }
 
@@ -64,7 +67,7 @@ export async function withWorkers(
   run: (url: URL) => Promise<void>,
   options: WorkersOptions = {},
 ): Promise<void> {
-  const flags = ['nodejs_compat', ...(options.compatibilityFlags ?? [])];
+  const flags = [...(options.compatibilityFlags ?? [])];
   const mf = new Miniflare({
     host: '127.0.0.1',
     port: 0,

@@ -2,7 +2,8 @@
 // and the billing caller Worker in one workerd (bundled with esbuild, started by Miniflare on
 // 127.0.0.1), wired with service bindings. Billing gets tokens from the plane's TokenIssuer
 // entrypoint over JS RPC and calls orders over its binding's fetch; the plane resolves orders'
-// discovery and orders reads the plane's JWKS, each through a binding.
+// discovery and orders reads the plane's JWKS, each through a binding. No Worker enables
+// nodejs_compat: plane, service and caller run on the Workers platform's own APIs alone.
 //
 // Workers RPC keeps a thrown error's own properties (code, status, reason...) only when both
 // Workers enable enhanced_error_serialization (compatibility date 2026-04-21 or later); the
