@@ -27,7 +27,16 @@ import {
   svcErrorInfo,
   type ValidationIssue,
 } from '../core/errors.ts';
+import {
+  createEventLog,
+  describeErrorForLog,
+  type SvcEventLog,
+  type SvcLogOption,
+} from '../core/logging.ts';
+import { OPAQUE_PROBLEM_DETAIL } from '../core/problem.ts';
+import { generateRequestId } from '../core/request-id.ts';
 import type { IssuedCapabilityToken } from './issuer.ts';
+import { PLANE_REQUEST_FAILED_EVENT } from './request-failure.ts';
 import type { IssueForCallerOptions } from './control-plane.ts';
 import {
   CAPABILITY_TOKEN_TYPE,
@@ -50,6 +59,12 @@ export interface CapabilityTokenEntrypointOptions {
    * the entrypoint's `env`; optional for static configuration.
    */
   context?: unknown;
+  /**
+   * Where a request the plane cannot serve (answered 5xx) is logged, once, as
+   * `svc.plane.request_failed` with `method: 'RPC'` and `path: 'requestCapabilityToken'`, as the
+   * token endpoint logs its own. Default: one JSON line on the console; `false` silences it.
+   */
+  log?: SvcLogOption;
 }
 
 /** A token request as it arrives over the binding. */
@@ -130,9 +145,10 @@ export interface CapabilityTokenEntrypoint {
    * `ability_validation` (`invalid_token_request`) for a malformed request, 403
    * `capability_auth` for a `subject` (`subject_not_allowed`) or another caller
    * (`caller_mismatch`), and otherwise whatever taxonomy error the plane's issuance raised
-   * (`grant_denied`, `unknown_scope`, `unknown_target`, `target_unreachable`...). It rejects
-   * only for what is no refusal (a bug, an `SvcConfigurationError` meant for the operator), so
-   * the runtime logs it; the requester reads that as an unreachable plane.
+   * (`grant_denied`, `unknown_scope`, `unknown_target`, `target_unreachable`...). A failure
+   * that is no refusal (a bug, an `SvcConfigurationError` meant for the operator) answers an
+   * opaque internal error, as the token endpoint does, and is logged as
+   * `svc.plane.request_failed`; the entrypoint itself never rejects.
    */
   requestCapabilityToken(
     request: CapabilityTokenEntrypointRequest,
@@ -140,7 +156,9 @@ export interface CapabilityTokenEntrypoint {
 }
 
 const LABEL = 'capabilityTokenEntrypoint';
-const ENTRYPOINT_OPTIONS: readonly string[] = ['callerServiceId', 'context'];
+const ENTRYPOINT_OPTIONS: readonly string[] = ['callerServiceId', 'context', 'log'];
+/** How the entrypoint names itself in `svc.plane.request_failed`, where a route has a path. */
+const ENTRYPOINT_METHOD = 'requestCapabilityToken';
 
 function isText(value: unknown, maxLength: number): value is string {
   return typeof value === 'string' && value.length > 0 && value.length <= maxLength;
@@ -255,18 +273,49 @@ function issueSummary(issues: readonly ValidationIssue[]): string {
   ).join('; ');
 }
 
-/**
- * A thrown refusal as the data the binding carries. What is no refusal is thrown on: an
- * unshaped error is a bug, and an `SvcConfigurationError` speaks to the operator (it can quote
- * configuration); both belong in the plane's log, not in the caller's hands.
- */
-function refusalAnswer(error: unknown): CapabilityTokenEntrypointRefusal {
-  if (!hasSvcErrorShape(error) || error instanceof SvcConfigurationError) throw error;
+/** A refusal's message as the binding carries it: bounded, never empty. */
+function refusalMessage(error: unknown): string {
   const text = (error as { message?: unknown }).message;
-  const message = typeof text === 'string' && text.length > 0
+  return typeof text === 'string' && text.length > 0
     ? text.slice(0, MAX_ENTRYPOINT_ERROR_MESSAGE_LENGTH)
     : 'Capability token request refused';
-  return { error: { ...svcErrorInfo(error), message } };
+}
+
+/**
+ * A thrown error as the refusal the binding carries, with what the token endpoint would answer:
+ * the taxonomy fields and the message, except for an error without the taxonomy (a bug) or an
+ * `SvcConfigurationError` (it speaks to the operator and can quote configuration), which the
+ * caller sees as an opaque internal error. Every 5xx answer is logged for the operator.
+ */
+function refusalAnswer(
+  error: unknown,
+  log: SvcEventLog,
+  requestId: string,
+): CapabilityTokenEntrypointRefusal {
+  const info = svcErrorInfo(error);
+  const opaque = !hasSvcErrorShape(error) || error instanceof SvcConfigurationError;
+  if (info.status >= 500) {
+    log({
+      event: PLANE_REQUEST_FAILED_EVENT,
+      level: 'error',
+      requestId,
+      method: 'RPC',
+      path: ENTRYPOINT_METHOD,
+      status: info.status,
+      error: describeErrorForLog(error),
+    });
+  }
+  if (opaque) {
+    return {
+      error: {
+        code: info.code,
+        status: info.status,
+        retryable: info.retryable,
+        message: OPAQUE_PROBLEM_DETAIL,
+      },
+    };
+  }
+  return { error: { ...info, message: refusalMessage(error) } };
 }
 
 /**
@@ -283,7 +332,8 @@ export function capabilityTokenEntrypoint(
   options: CapabilityTokenEntrypointOptions,
 ): CapabilityTokenEntrypoint {
   const { callerServiceId, context } = checkOptions(plane, options);
-  const issue = async (request: unknown): Promise<IssuedCapabilityToken> => {
+  const log = createEventLog(options.log, `${LABEL}: log`);
+  const issue = async (request: unknown, requestId: string): Promise<IssuedCapabilityToken> => {
     const record = requestRecord(request);
     refuseSubject(record);
     refuseOtherCaller(record, callerServiceId);
@@ -302,15 +352,18 @@ export function capabilityTokenEntrypoint(
       ...(record.abilityId !== undefined ? { abilityId: record.abilityId as string } : {}),
       ...(record.ttlSeconds !== undefined ? { ttlSeconds: record.ttlSeconds as number } : {}),
       ...(context !== undefined ? { context } : {}),
+      requestId,
     });
   };
   return {
     async requestCapabilityToken(request) {
+      // A binding carries no request id: one is made here for the plane's events and discovery.
+      const requestId = generateRequestId();
       let issued: IssuedCapabilityToken;
       try {
-        issued = await issue(request);
+        issued = await issue(request, requestId);
       } catch (error) {
-        return refusalAnswer(error);
+        return refusalAnswer(error, log, requestId);
       }
       return entrypointResponse(issued);
     },

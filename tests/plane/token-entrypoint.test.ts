@@ -8,6 +8,7 @@ import {
   svcErrorInfo,
   SvcInternalError,
 } from '../../src/core/errors.ts';
+import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { createControlPlane } from '../../src/plane/control-plane.ts';
 import { localService } from '../../src/plane/endpoints.ts';
 import {
@@ -348,11 +349,18 @@ test('issuance failures keep their taxonomy in the answer, transient ones includ
     ],
   ];
   for (const [failure, expected] of failures) {
+    const events: SvcLogEvent[] = [];
     const entrypoint = capabilityTokenEntrypoint(failingPlane(failure), {
       callerServiceId: 'svc-caller',
+      log: (event) => events.push(event),
     });
     const error = answeredRefusal(await entrypoint.requestCapabilityToken(VALID_REQUEST));
     assert.deepEqual(error, { ...expected, message: (failure as Error).message });
+    // As the token endpoint does, every answer the plane could not serve (5xx) is logged once.
+    assert.deepEqual(
+      events.map((event) => [event.event, event.status]),
+      expected.status >= 500 ? [['svc.plane.request_failed', expected.status]] : [],
+    );
   }
 });
 
@@ -375,16 +383,44 @@ test('a refusal message is cut to its bound, and a refusal without one gets a de
   assert.equal(defaulted.reason, 'grant_denied');
 });
 
-test('what is no refusal is thrown on: a bug, or a configuration error meant for the operator', async () => {
+test('a bug or a configuration error answers an opaque internal error, logged for the operator', async () => {
   const bug = new TypeError('cannot read properties of undefined');
   const misconfigured = new SvcConfigurationError('services[0]: `binding` holds secret-ish text');
   for (const failure of [bug, misconfigured, 'a thrown string']) {
+    const events: SvcLogEvent[] = [];
     const entrypoint = capabilityTokenEntrypoint(failingPlane(failure), {
       callerServiceId: 'svc-caller',
+      log: (event) => events.push(event),
     });
-    await assert.rejects(entrypoint.requestCapabilityToken(VALID_REQUEST), (thrown: unknown) => {
-      assert.equal(thrown, failure);
-      return true;
+    const answer = await entrypoint.requestCapabilityToken(VALID_REQUEST);
+    const error = answeredRefusal(answer);
+    assert.deepEqual(error, {
+      code: 'internal',
+      status: 500,
+      retryable: false,
+      message: 'Internal error',
     });
+    assert.equal(JSON.stringify(answer).includes('secret-ish'), false, 'nothing of the cause');
+    assert.equal(events.length, 1);
+    const [event] = events;
+    assert.equal(event.event, 'svc.plane.request_failed');
+    assert.equal(event.level, 'error');
+    assert.equal(event.method, 'RPC');
+    assert.equal(event.path, 'requestCapabilityToken');
+    assert.equal(event.status, 500);
+    assert.equal(typeof event.requestId, 'string');
+    const logged = event.error as { name: string; message: string };
+    assert.equal(logged.message, failure instanceof Error ? failure.message : failure);
   }
+  // `log: false` silences it, and an unknown option is refused.
+  const quiet = capabilityTokenEntrypoint(failingPlane(bug), {
+    callerServiceId: 'svc-caller',
+    log: false,
+  });
+  assert.equal(answeredRefusal(await quiet.requestCapabilityToken(VALID_REQUEST)).status, 500);
+  assert.throws(
+    () =>
+      capabilityTokenEntrypoint(failingPlane(bug), { callerServiceId: 'c', logger: 1 } as never),
+    SvcConfigurationError,
+  );
 });

@@ -376,9 +376,13 @@ test('memoryRegistryCache, generateSigningKeyEntry, capabilityTokenEntrypoint: u
   const plane = await deployment();
   refusedNaming(
     () => capabilityTokenEntrypoint(plane, { callerServiceID: 'billing' } as never),
-    'capabilityTokenEntrypoint: unknown option `callerServiceID` (accepted: callerServiceId, context)',
+    'capabilityTokenEntrypoint: unknown option `callerServiceID` (accepted: callerServiceId, context, log)',
   );
-  const entrypoint = capabilityTokenEntrypoint(plane, { callerServiceId: 'billing', context: {} });
+  const entrypoint = capabilityTokenEntrypoint(plane, {
+    callerServiceId: 'billing',
+    context: {},
+    log: false,
+  });
   const answer = await entrypoint.requestCapabilityToken({
     callerServiceId: 'billing',
     targetServiceId: 'notes',
