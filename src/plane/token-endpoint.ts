@@ -72,8 +72,6 @@ export interface IssuedToken {
 export interface TokenIssueContext {
   /** The request id the plane assigned. */
   requestId: string;
-  /** Aborted when the client goes away. */
-  signal?: AbortSignal;
   /** The plane's request context (e.g. Hono's `c`), passed through untouched when given. */
   requestContext?: unknown;
 }
@@ -401,7 +399,9 @@ export function createTokenEndpoint(
         'callerServiceId is not the authenticated caller',
       );
     }
-    const context: TokenIssueContext = { requestId, signal: request.signal };
+    // Not `request.signal`: nothing here aborts a mint, and on Deno merely reading it prints a
+    // runtime warning about its legacy abort behaviour.
+    const context: TokenIssueContext = { requestId };
     if (requestContext !== undefined) context.requestContext = requestContext;
     const issued = await options.issue(caller, accepted, context);
     return tokenResponse(issued);
