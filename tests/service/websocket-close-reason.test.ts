@@ -4,7 +4,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CapabilityAuthError, SvcInternalError } from '../../src/core/errors.ts';
-import { WebSocketRpcTransport } from '../../src/service/transports/websocket-rpc-transport.ts';
+import {
+  MESSAGE_TOO_BIG_CLOSE_CODE,
+  WebSocketRpcTransport,
+} from '../../src/service/transports/websocket-rpc-transport.ts';
 
 /** An open socket that records how it was closed. */
 function recordingSocket() {
@@ -55,4 +58,49 @@ test("an abort for one of this system's errors closes with its message, within 1
   const long = new CapabilityAuthError('é'.repeat(100), { status: 401, reason: 'x' });
   const { reason } = closeAfterAbort(long);
   assert.equal(reason, 'é'.repeat(61), 'cut at a character boundary within 123 bytes');
+});
+
+/** An open caller socket whose listeners a test can fire. */
+function listenedSocket() {
+  const listeners = new Map<string, ((event: Record<string, unknown>) => void)[]>();
+  return {
+    fire(type: string, event: Record<string, unknown>) {
+      for (const listener of listeners.get(type) ?? []) listener(event);
+    },
+    socket: {
+      readyState: 1,
+      send() {},
+      close() {},
+      addEventListener(type: string, listener: (event: Record<string, unknown>) => void) {
+        listeners.set(type, [...(listeners.get(type) ?? []), listener]);
+      },
+    },
+  };
+}
+
+async function failureAfterPeerClose(code: number, reason: string) {
+  const { socket, fire } = listenedSocket();
+  const transport = new WebSocketRpcTransport(socket);
+  const next = transport.receive();
+  fire('close', { code, reason });
+  return await next.then(() => assert.fail('the transport kept receiving'), (error) => error);
+}
+
+test('a peer refusing a message as too big (1009) fails the session 413, not retryable', async () => {
+  const error = await failureAfterPeerClose(MESSAGE_TOO_BIG_CLOSE_CODE, 'Message too big');
+  assert.equal(MESSAGE_TOO_BIG_CLOSE_CODE, 1009);
+  assert.ok(error instanceof SvcInternalError);
+  assert.deepEqual(
+    { code: error.code, status: error.status, retryable: error.retryable, reason: error.reason },
+    { code: 'internal', status: 413, retryable: false, reason: 'rpc_message_too_large' },
+  );
+});
+
+test('any other close by the peer is a lost connection, retryable', async () => {
+  for (const code of [1000, 1001, 1006, 1011, 3000, 4000]) {
+    const error = await failureAfterPeerClose(code, 'bye');
+    assert.equal(error.reason, 'rpc_connection_lost', String(code));
+    assert.equal(error.status, 503, String(code));
+    assert.equal(error.retryable, true, String(code));
+  }
 });

@@ -90,6 +90,25 @@ function connectionLost(message: string): SvcInternalError {
   return new SvcInternalError(message, { reason: 'rpc_connection_lost', status: 503 });
 }
 
+/** Close code of an endpoint refusing a message too large to process (RFC 6455 §7.4.1). */
+export const MESSAGE_TOO_BIG_CLOSE_CODE = 1009;
+
+/**
+ * What a close by the peer means for the session. A peer refusing a message as too large
+ * (1009: above the serving helpers' `MAX_WEBSOCKET_PAYLOAD_BYTES`, say) would refuse the same
+ * message again, so that is a 413, not retryable, as an oversized HTTP batch is; any other
+ * close is a lost connection, worth retrying on a fresh one.
+ */
+function closedByPeer(event: { code?: number; reason?: string }): SvcInternalError {
+  if (event.code === MESSAGE_TOO_BIG_CLOSE_CODE) {
+    return new SvcInternalError(
+      'The peer closed the WebSocket because a message was larger than it accepts (1009)',
+      { reason: 'rpc_message_too_large', status: 413 },
+    );
+  }
+  return connectionLost(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`);
+}
+
 /** Options of {@link WebSocketRpcTransport}. */
 export interface WebSocketRpcTransportOptions {
   /**
@@ -147,9 +166,7 @@ export class WebSocketRpcTransport implements RpcTransport {
     }
     socket.addEventListener('message', (event: { data: unknown }) => this.#onMessage(event.data));
     socket.addEventListener('close', (event: { code?: number; reason?: string }) => {
-      this.#fail(
-        connectionLost(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`),
-      );
+      this.#fail(closedByPeer(event));
     });
     socket.addEventListener(
       'error',
