@@ -13,6 +13,7 @@ import {
   SEND_BUFFER_FULL_CLOSE,
 } from '../service/transports/websocket-rpc-transport.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import {
   checkFetchTarget,
   deferredWebSocketUpgrade,
@@ -26,6 +27,8 @@ import {
 } from './serve-target.ts';
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
+export { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
+export { WEBSOCKET_CLOSE_GRACE_MS } from './websocket-close-grace.ts';
 
 /** The part of Bun's `ServerWebSocket` the adapter uses. */
 interface BunServerWebSocket {
@@ -33,6 +36,8 @@ interface BunServerWebSocket {
   data: BunSocketData;
   send(data: string | ArrayBufferView | ArrayBuffer): number;
   close(code?: number, reason?: string): void;
+  /** Bytes queued by `send` that Bun has not yet handed to the network. */
+  getBufferedAmount(): number;
 }
 
 interface BunSocketData {
@@ -60,6 +65,7 @@ interface BunRuntime {
       closeOnBackpressureLimit: boolean;
       open(socket: BunServerWebSocket): void;
       message(socket: BunServerWebSocket, message: string | Uint8Array): void;
+      drain(socket: BunServerWebSocket): void;
       close(socket: BunServerWebSocket, code: number, reason: string): void;
     };
   }): BunServer;
@@ -70,18 +76,26 @@ type Listener = (event: Record<string, unknown>) => void;
 /** `ServerWebSocket.send` returns 0 when Bun dropped the message. */
 const SEND_DROPPED = 0;
 
+/** The standard `readyState` values the adapter reports itself. */
+const OPEN = 1;
+const CLOSING = 2;
+
 /** Bun's server socket seen through the standard `WebSocket` event interface. */
 class BunWebSocketAdapter {
   binaryType = 'arraybuffer';
   #socket: BunServerWebSocket;
   #listeners = new Map<string, Listener[]>();
+  #serverClosing = false;
+  /** While the server waits for the send buffer to drain: resolves that wait. */
+  #stopWaited: (() => void) | undefined;
 
   constructor(socket: BunServerWebSocket) {
     this.#socket = socket;
   }
 
   get readyState(): number {
-    return this.#socket.readyState;
+    const state = this.#socket.readyState;
+    return this.#serverClosing && state === OPEN ? CLOSING : state;
   }
 
   addEventListener(type: string, listener: Listener): void {
@@ -96,6 +110,9 @@ class BunWebSocketAdapter {
   }
 
   send(data: string): void {
+    // Once the server is closing nothing more is queued, so the buffer can drain: as a standard
+    // socket does after close(), a message sent then is dropped.
+    if (this.#serverClosing) return;
     if (this.#socket.send(data) !== SEND_DROPPED) return;
     // Bun dropped the message, and would drop every later one too: end the connection so both
     // sides see it broken, as the RPC transport does where the socket reports its buffer.
@@ -104,6 +121,40 @@ class BunWebSocketAdapter {
 
   close(code?: number, reason?: string): void {
     this.#socket.close(code, reason);
+  }
+
+  /**
+   * Closes with `1001` once Bun has handed every queued message to the network; resolves then,
+   * or when the socket closed first. Bun's `close()` would queue the close frame after them
+   * too, but then reports no buffer left and no later event: draining first is what tells when
+   * the connection may be stopped without losing them.
+   */
+  closeForServerStop(): Promise<void> {
+    this.#serverClosing = true;
+    return new Promise((resolve) => {
+      this.#stopWaited = resolve;
+      this.drained();
+    });
+  }
+
+  /** Bun's `drain`: the socket handed more of its send buffer to the network. */
+  drained(): void {
+    const stopWaited = this.#stopWaited;
+    if (stopWaited === undefined || this.#socket.getBufferedAmount() !== 0) return;
+    this.#stopWaited = undefined;
+    try {
+      this.#socket.close(SERVER_CLOSING.code, SERVER_CLOSING.reason);
+    } finally {
+      stopWaited();
+    }
+  }
+
+  /** Bun's `close`: the connection ended (the peer left, or close() was called). */
+  closed(code: number, reason: string): void {
+    const stopWaited = this.#stopWaited;
+    this.#stopWaited = undefined;
+    this.dispatch('close', { code, reason });
+    stopWaited?.();
   }
 
   dispatch(type: string, event: Record<string, unknown>): void {
@@ -138,7 +189,14 @@ function answerTargetFailure(error: unknown): Response {
 
 /**
  * Serves `target` with `Bun.serve`. Each request's `env` carries `options.env`, Bun's `server`
- * and a per-request WebSocket upgrader, so `serveRpc` finds it.
+ * and a per-request WebSocket upgrader, so `serveRpc` finds it. A WebSocket message above
+ * `MAX_WEBSOCKET_PAYLOAD_BYTES` (32 MiB) closes its connection with `1009` before it is read
+ * whole.
+ *
+ * `close()` stops listening and closes every WebSocket with `1001` once the messages already
+ * queued to it have been handed to the network, then closes every connection left; it waits
+ * at most `WEBSOCKET_CLOSE_GRACE_MS` (1 s) for those messages, so a peer that stopped reading
+ * gets `1006` and loses what it did not read.
  */
 export async function serveBun(
   target: FetchTarget,
@@ -178,6 +236,9 @@ export async function serveBun(
         adapters.add(adapter);
         socket.data.accept(adapter as unknown as WebSocket);
       },
+      drain(socket) {
+        socket.data.adapter?.drained();
+      },
       message(socket, message) {
         const data = typeof message === 'string'
           ? message
@@ -188,12 +249,16 @@ export async function serveBun(
         const adapter = socket.data.adapter;
         if (adapter === undefined) return;
         adapters.delete(adapter);
-        adapter.dispatch('close', { code, reason });
+        adapter.closed(code, reason);
       },
     },
   });
   return servedServer(hostname, server.port, async () => {
-    for (const adapter of adapters) adapter.close(1001, 'server closing');
+    // Stops listening only; its promise settles once every connection has ended, which the
+    // second stop, closing those left, brings about.
+    const drained = Promise.resolve(server.stop(false));
+    await settledWithin([...adapters].map((adapter) => adapter.closeForServerStop()));
     await server.stop(true);
+    await drained;
   });
 }

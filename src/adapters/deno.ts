@@ -10,6 +10,8 @@
  */
 import { problemResponse } from '../core/problem.ts';
 import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { SERVER_CLOSING } from './websocket-close-grace.ts';
+import { refuseOversizedMessages } from './websocket-message-limit.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
   checkFetchTarget,
@@ -21,6 +23,7 @@ import {
 } from './serve-target.ts';
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
+export { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
 export type { WsWebSocketFactoryOptions } from './ws-client.ts';
 
 /**
@@ -79,6 +82,12 @@ function malformedHandshake(error: TypeError): Response {
 /**
  * Upgrades through `Deno.upgradeWebSocket`; the socket opens once the `101` is sent. A handshake
  * the client malformed is answered `400` rather than thrown, so it is not a server failure.
+ *
+ * `Deno.upgradeWebSocket` takes no size limit, so the socket handed on closes with 1009 at the
+ * first message above `MAX_WEBSOCKET_PAYLOAD_BYTES` (32 MiB), which the session never receives:
+ * the peer sees what Node and Bun answer. Deno has read that whole message by then (up to its
+ * own cap, 64 MiB), so on Deno a connection can make the server hold that much before it is
+ * refused; put a proxy with a smaller message limit in front on a hostile network.
  */
 export const denoWebSocketUpgrader: WebSocketUpgrader = {
   upgrade(request, _runtime, accept) {
@@ -92,6 +101,8 @@ export const denoWebSocketUpgrader: WebSocketUpgrader = {
       if (error instanceof TypeError) return malformedHandshake(error);
       throw error;
     }
+    // First listener on the socket, so an oversized message stops before the session's.
+    refuseOversizedMessages(upgraded.socket);
     accept(upgraded.socket);
     return upgraded.response;
   },
@@ -163,6 +174,10 @@ async function listeningServer(
  * wait, so a client that declares a body and never sends it could hold the server open for as
  * long as it likes. A `503` is written if its connection still takes it; the target's own late
  * answer never is.
+ *
+ * A WebSocket message above `MAX_WEBSOCKET_PAYLOAD_BYTES` closes its connection with 1009 (see
+ * {@link denoWebSocketUpgrader}); Deno reads each message whole, up to its own 64 MiB, before the
+ * adapter can see its size.
  */
 export async function serveDeno(
   target: FetchTarget,
@@ -187,7 +202,7 @@ export async function serveDeno(
     },
   );
   return servedServer(hostname, server.addr.port, async () => {
-    for (const socket of sockets) socket.close(1001, 'server closing');
+    for (const socket of sockets) socket.close(SERVER_CLOSING.code, SERVER_CLOSING.reason);
     for (const refuse of inFlight) refuse();
     closing.abort();
     await server.finished;

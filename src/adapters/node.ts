@@ -13,9 +13,10 @@
 import { createAdaptorServer } from '@hono/node-server';
 import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer } from 'ws';
+import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
 import { readBoundedBytes } from '../core/bounded-body.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
   checkFetchTarget,
@@ -30,6 +31,8 @@ import {
 } from './serve-target.ts';
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
+export { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
+export { WEBSOCKET_CLOSE_GRACE_MS } from './websocket-close-grace.ts';
 export type { WsWebSocketFactoryOptions } from './ws-client.ts';
 
 /** Largest refusal body written back on an upgrade connection. */
@@ -190,6 +193,11 @@ interface UpgradeContext {
   handshakeHeaders: WeakMap<IncomingMessage, Headers>;
   /** The host an upgrade with an empty (or, in HTTP/1.0, no) `Host` is for; none: refused. */
   defaultHost: string | undefined;
+  /**
+   * Sockets that asked to upgrade and are not (or never become) a `ws` client: close() ends
+   * them at once, where a `ws` client is closed with its close frame.
+   */
+  handshaking: Set<Duplex>;
 }
 
 /**
@@ -225,6 +233,7 @@ async function handleUpgrade(
   if (socket.destroyed) return;
   context.handshakeHeaders.set(incoming, response.headers);
   context.wss.handleUpgrade(incoming, socket, head, (ws) => {
+    context.handshaking.delete(socket);
     accept(ws as unknown as WebSocket);
   });
 }
@@ -243,10 +252,11 @@ function listen(server: Server, port: number, hostname: string): Promise<number>
 /** What {@link attachWebSocketUpgrades} returns. */
 export interface AttachedWebSocketUpgrades {
   /**
-   * Terminates every WebSocket it accepted, ends every connection still upgrading, and stops
-   * handling upgrades.
+   * Stops handling upgrades, ends every connection still upgrading, and closes every WebSocket
+   * it accepted with `1001` after what was queued to it; resolves once they all closed, or
+   * after `WEBSOCKET_CLOSE_GRACE_MS` (1 s), when those left are terminated.
    */
-  close(): void;
+  close(): Promise<void>;
 }
 
 /**
@@ -268,6 +278,28 @@ function handshakeServer(handshakeHeaders: WeakMap<IncomingMessage, Headers>): W
   return wss;
 }
 
+/** Resolves once `client` has closed. */
+function closedOf(client: WsWebSocket): Promise<void> {
+  if (client.readyState === WsWebSocket.CLOSED) return Promise.resolve();
+  return new Promise((resolve) => client.once('close', () => resolve()));
+}
+
+/**
+ * Closes every client of `wss` with `1001`: `ws` writes the close frame after every message
+ * already queued and ends the connection once the peer answers. Clients still open after
+ * {@link WEBSOCKET_CLOSE_GRACE_MS} (a peer that stopped reading or never answers) are
+ * terminated.
+ */
+async function closeClients(wss: WebSocketServer): Promise<void> {
+  const clients = [...wss.clients];
+  const closed = clients.map(closedOf);
+  for (const client of clients) client.close(SERVER_CLOSING.code, SERVER_CLOSING.reason);
+  await settledWithin(closed);
+  for (const client of clients) {
+    if (client.readyState !== WsWebSocket.CLOSED) client.terminate();
+  }
+}
+
 /** {@link attachWebSocketUpgrades} once its arguments are checked. */
 function attachUpgrades(
   server: Server,
@@ -277,24 +309,24 @@ function attachUpgrades(
 ): AttachedWebSocketUpgrades {
   const handshakeHeaders = new WeakMap<IncomingMessage, Headers>();
   const wss = handshakeServer(handshakeHeaders);
-  const context: UpgradeContext = { target, env, wss, handshakeHeaders, defaultHost };
   // A socket that asked to upgrade has left the HTTP server's connection tracking and is not a
-  // `ws` client until its handshake completes (nor ever, once refused): tracking it until it
-  // closes lets close() end one whose target never answers or whose peer never hangs up.
-  const upgradeSockets = new Set<Duplex>();
+  // `ws` client until its handshake completes (nor ever, once refused): tracking it until then
+  // lets close() end one whose target never answers or whose peer never hangs up.
+  const handshaking = new Set<Duplex>();
+  const context: UpgradeContext = { target, env, wss, handshakeHeaders, defaultHost, handshaking };
   const onUpgrade = (incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
-    upgradeSockets.add(socket);
-    socket.once('close', () => upgradeSockets.delete(socket));
+    handshaking.add(socket);
+    socket.once('close', () => handshaking.delete(socket));
     handleUpgrade(context, incoming, socket, head).catch(() => socket.destroy());
   };
   server.on('upgrade', onUpgrade);
   return {
-    close() {
+    async close() {
       server.off('upgrade', onUpgrade);
-      for (const socket of upgradeSockets) socket.destroy();
-      upgradeSockets.clear();
-      for (const client of wss.clients) client.terminate();
+      for (const socket of handshaking) socket.destroy();
+      handshaking.clear();
       wss.close();
+      await closeClients(wss);
     },
   };
 }
@@ -317,7 +349,13 @@ export function attachWebSocketUpgrades(
 
 /**
  * Serves `target` on Node. Each request's `env` carries `options.env` and Node's `incoming` and
- * `outgoing`; upgrades also carry the Node WebSocket upgrader, so `serveRpc` finds it.
+ * `outgoing`; upgrades also carry the Node WebSocket upgrader, so `serveRpc` finds it. A
+ * WebSocket message above `MAX_WEBSOCKET_PAYLOAD_BYTES` (32 MiB) closes its connection with
+ * `1009` before it is read whole.
+ *
+ * `close()` stops listening, closes every HTTP connection, and closes every WebSocket with `1001`
+ * after the messages already queued to it; it resolves once they all closed, or once
+ * `WEBSOCKET_CLOSE_GRACE_MS` (1 s) passed and those left were terminated.
  */
 export async function serveNode(
   target: FetchTarget,
@@ -334,10 +372,12 @@ export async function serveNode(
   // The hostname is the HTTP path's default host too, so both build the same URLs.
   const upgrades = attachUpgrades(server, target, userEnv, hostname);
   const port = await listen(server, requestedPort, hostname);
-  return servedServer(hostname, port, () =>
-    new Promise<void>((resolve) => {
-      upgrades.close();
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }));
+  return servedServer(hostname, port, async () => {
+    // First, so no upgrade is handled once the server is closing.
+    const websocketsClosed = upgrades.close();
+    const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await websocketsClosed;
+    await stopped;
+  });
 }
