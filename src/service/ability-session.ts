@@ -40,6 +40,7 @@ import { refuseUnknownKeys } from '../core/config-values.ts';
 import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import { isAbilityOfService } from './identifiers.ts';
 import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from './proof-verify.ts';
+import { streamWithTypedFailure } from './stream-failure.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
@@ -212,6 +213,8 @@ interface AuthenticatedSession {
   renewAt: number;
   /** Epoch ms at which the budget this session forwarded runs out (`undefined`: none). */
   endsAt: number | undefined;
+  /** Why the connection broke, once it did (a session transport's typed failure). */
+  brokenBy?: unknown;
   /** `ability` once resolved, on a session transport (released at the next authentication). */
   // deno-lint-ignore no-explicit-any
   resolved?: any;
@@ -417,10 +420,13 @@ class AbilitySessionCore {
       // not due for renewal, and no budget. The call goes straight out; a disposal closes the
       // session, which rejects the call, and the rejection is reported as the disposal. A 401
       // still marks the token refused, so the next call presents a fresh one.
-      return session.ability[method](input).then(undefined, (error: unknown) => {
-        this.#noteRefusedToken(session, error);
-        return this.#asDisposalError(error);
-      });
+      return session.ability[method](input).then(
+        (value: unknown) => this.#typedResult(session, value),
+        (error: unknown) => {
+          this.#noteRefusedToken(session, error);
+          return this.#asDisposalError(error);
+        },
+      );
     }
     if (budget === 0) return Promise.reject(this.#timeoutError(method, budget));
     const startedAt = Date.now();
@@ -480,7 +486,7 @@ class AbilitySessionCore {
     session.outstanding++;
     session.calls++;
     try {
-      return await session.ability[method](input);
+      return this.#typedResult(session, await session.ability[method](input));
     } catch (error) {
       this.#noteRefusedToken(session, error);
       throw error;
@@ -488,6 +494,15 @@ class AbilitySessionCore {
       session.outstanding--;
       this.#closeFinishedBatch(session);
     }
+  }
+
+  /**
+   * A streamed result fails, should its session end under it, with the session's own typed
+   * reason (disposed, connection lost) rather than Cap'n Web's untyped one.
+   */
+  #typedResult(session: AuthenticatedSession, value: unknown): unknown {
+    if (!(value instanceof ReadableStream)) return value;
+    return streamWithTypedFailure(value, (error) => this.#disposed ?? session.brokenBy ?? error);
   }
 
   /**
@@ -792,7 +807,10 @@ class AbilitySessionCore {
     if (session === undefined) {
       const opened = session = this.#open(credentials, remaining);
       this.#session = opened;
-      opened.opened.onBroken?.(() => this.#forgetSession(opened));
+      opened.opened.onBroken?.((error) => {
+        opened.brokenBy = error;
+        this.#forgetSession(opened);
+      });
       this.#watchAuthentication(opened);
     } else if (session.token !== credentials.token) {
       this.#releaseAbility(session);

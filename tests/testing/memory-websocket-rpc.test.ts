@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import {
   abilitySession,
   createControlPlane,
+  disposeAbilitySession,
   generateSigningKeyEntry,
   httpService,
   SvcConfigurationError,
@@ -86,9 +87,30 @@ test('Dropping the connection mid-stream errors the stream after the items alrea
     assert.deepEqual(await reader.read(), { done: false, value: { i: 0 } });
     await fx.waiting();
     transport.dropAll();
-    // The stream errors rather than ending as if complete: a truncated stream is never silent.
-    await assert.rejects(reader.read());
+    // The stream errors rather than ending as if complete (a truncated stream is never silent),
+    // and with the same typed, retryable failure the calls on the session get.
+    assert.deepEqual(await failureOf(reader.read()), LOST);
     assert.equal(transport.connections[0].state, 'closed');
+  } finally {
+    fx.release();
+  }
+});
+
+test('Disposing the session mid-stream errors the stream with session_disposed', async () => {
+  const fx = await notesFixture();
+  const transport = memoryWebSocketRpc(fx.service.fetch);
+  const session = fx.session(transport, fx.tokens.tokenRequester());
+  try {
+    const reader = (await session.countThenWait({})).getReader();
+    assert.deepEqual(await reader.read(), { done: false, value: { i: 0 } });
+    await fx.waiting();
+    disposeAbilitySession(session);
+    assert.deepEqual(await failureOf(reader.read()), {
+      code: 'internal',
+      status: 500,
+      retryable: false,
+      reason: 'session_disposed',
+    });
   } finally {
     fx.release();
   }
