@@ -1,9 +1,11 @@
 // What the serving helpers' close() tests share (tests/runtime/<runtime>/server-close.test.ts):
 // a target accepting every upgrade, server sockets in order, a counting ws client, a raw peer
 // that never answers, and a bounded wait. Real sockets on 127.0.0.1.
+import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { WebSocket as WsWebSocket } from 'ws';
-import type { FetchTarget } from '../../src/adapters/serve-target.ts';
+import type { FetchTarget, ServedServer } from '../../src/adapters/serve-target.ts';
+import { WEBSOCKET_CLOSE_GRACE_MS } from '../../src/adapters/websocket-close-grace.ts';
 import { resolveWebSocketUpgrader } from '../../src/service/websocket-upgrade.ts';
 import { rawUpgradeRequest } from './websocket-scenarios.ts';
 
@@ -100,4 +102,46 @@ export async function silentPeer(port: number, reading: boolean) {
     resume: () => socket.resume(),
     destroy: () => socket.destroy(),
   };
+}
+
+/** A serving helper under test (`serveNode`, `serveBun`). */
+export type ServeForClose = (target: FetchTarget) => Promise<ServedServer>;
+
+/**
+ * 2 000 messages queued to a reading peer, then `close()`: the peer gets them all and then the
+ * 1001 close frame, and `close()` does not wait out its bound.
+ */
+export async function queuedMessagesThenCloseFrame(serve: ServeForClose): Promise<void> {
+  const sockets = socketQueue();
+  const server = await serve(acceptingTarget(sockets.accept));
+  const client = await countingClient(server.url);
+  const socket = await sockets.next();
+  for (let i = 0; i < QUEUED; i++) socket.send(MESSAGE);
+  const started = performance.now();
+  await within(server.close(), WEBSOCKET_CLOSE_GRACE_MS + 2_000, 'close()');
+  // The peer read everything and answered the close: close() did not wait out the bound.
+  assert.ok(performance.now() - started < WEBSOCKET_CLOSE_GRACE_MS);
+  const close = await within(client.closed, CLIENT_BOUND_MS, 'client close');
+  assert.deepEqual(close, { code: 1001, reason: 'server closing' });
+  assert.equal(client.received(), QUEUED);
+}
+
+/**
+ * Once `close()` began, the server socket reads as closing and drops what a session still sends,
+ * so a stream cannot keep the buffer from draining; the close frame follows what was queued.
+ */
+export async function sendsAfterCloseBeganAreDropped(serve: ServeForClose): Promise<void> {
+  const sockets = socketQueue();
+  const server = await serve(acceptingTarget(sockets.accept));
+  const client = await countingClient(server.url);
+  const socket = await sockets.next();
+  for (let i = 0; i < QUEUED; i++) socket.send(MESSAGE);
+  const closing = server.close();
+  assert.equal(socket.readyState, 2);
+  socket.send('after close() began');
+  await within(closing, WEBSOCKET_CLOSE_GRACE_MS + 2_000, 'close()');
+  const close = await within(client.closed, CLIENT_BOUND_MS, 'client close');
+  assert.deepEqual(close, { code: 1001, reason: 'server closing' });
+  assert.equal(client.received(), QUEUED);
+  assert.equal(socket.readyState, 3);
 }

@@ -8,9 +8,10 @@ import {
   acceptingTarget,
   BOUND,
   CLIENT_BOUND_MS,
-  countingClient,
   MESSAGE,
   QUEUED,
+  queuedMessagesThenCloseFrame,
+  sendsAfterCloseBeganAreDropped,
   silentPeer,
   socketQueue,
   within,
@@ -19,42 +20,13 @@ import {
 test(
   'serveBun: close() with 2 000 messages queued delivers them all, then the 1001 close frame',
   BOUND,
-  async () => {
-    const sockets = socketQueue();
-    const server = await serveBun(acceptingTarget(sockets.accept));
-    const client = await countingClient(server.url);
-    const socket = await sockets.next();
-    for (let i = 0; i < QUEUED; i++) socket.send(MESSAGE);
-    const started = performance.now();
-    await within(server.close(), WEBSOCKET_CLOSE_GRACE_MS + 2_000, 'close()');
-    // The peer read everything: close() did not wait out the bound.
-    assert.ok(performance.now() - started < WEBSOCKET_CLOSE_GRACE_MS);
-    const close = await within(client.closed, CLIENT_BOUND_MS, 'client close');
-    assert.deepEqual(close, { code: 1001, reason: 'server closing' });
-    assert.equal(client.received(), QUEUED);
-  },
+  () => queuedMessagesThenCloseFrame(serveBun),
 );
 
 test(
   'serveBun: once close() began, the socket reads as closing and drops what is sent',
   BOUND,
-  async () => {
-    const sockets = socketQueue();
-    const server = await serveBun(acceptingTarget(sockets.accept));
-    const client = await countingClient(server.url);
-    const socket = await sockets.next();
-    for (let i = 0; i < QUEUED; i++) socket.send(MESSAGE);
-    const closing = server.close();
-    // A session still sending (a stream) would keep the buffer from draining: past this point
-    // nothing more is queued, and the close frame follows what was.
-    assert.equal(socket.readyState, 2);
-    socket.send('after close() began');
-    await within(closing, WEBSOCKET_CLOSE_GRACE_MS + 2_000, 'close()');
-    const close = await within(client.closed, CLIENT_BOUND_MS, 'client close');
-    assert.deepEqual(close, { code: 1001, reason: 'server closing' });
-    assert.equal(client.received(), QUEUED);
-    assert.equal(socket.readyState, 3);
-  },
+  () => sendsAfterCloseBeganAreDropped(serveBun),
 );
 
 test(

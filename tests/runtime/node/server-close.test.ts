@@ -18,6 +18,8 @@ import {
   countingClient,
   MESSAGE,
   QUEUED,
+  queuedMessagesThenCloseFrame,
+  sendsAfterCloseBeganAreDropped,
   silentPeer,
   socketQueue,
   within,
@@ -33,18 +35,7 @@ test(
   BOUND,
   async () => {
     const timersBefore = activeTimers();
-    const sockets = socketQueue();
-    const server = await serveNode(acceptingTarget(sockets.accept));
-    const client = await countingClient(server.url);
-    const socket = await sockets.next();
-    for (let i = 0; i < QUEUED; i++) socket.send(MESSAGE);
-    const started = performance.now();
-    await within(server.close(), WEBSOCKET_CLOSE_GRACE_MS + 2_000, 'close()');
-    // The peer answered the close: close() did not wait out the bound.
-    assert.ok(performance.now() - started < WEBSOCKET_CLOSE_GRACE_MS);
-    const close = await within(client.closed, CLIENT_BOUND_MS, 'client close');
-    assert.deepEqual(close, { code: 1001, reason: 'server closing' });
-    assert.equal(client.received(), QUEUED);
+    await queuedMessagesThenCloseFrame(serveNode);
     // The bound's timer went with close(): nothing keeps the process alive.
     assert.equal(activeTimers(), timersBefore);
   },
@@ -53,23 +44,7 @@ test(
 test(
   'serveNode: once close() began, the socket reads as closing and drops what is sent',
   BOUND,
-  async () => {
-    const sockets = socketQueue();
-    const server = await serveNode(acceptingTarget(sockets.accept));
-    const client = await countingClient(server.url);
-    const socket = await sockets.next();
-    for (let i = 0; i < QUEUED; i++) socket.send(MESSAGE);
-    const closing = server.close();
-    // A session still sending (a stream) would keep the buffer from draining: past this point
-    // nothing more is queued, and the close frame follows what was.
-    assert.equal(socket.readyState, 2);
-    socket.send('after close() began');
-    await within(closing, WEBSOCKET_CLOSE_GRACE_MS + 2_000, 'close()');
-    const close = await within(client.closed, CLIENT_BOUND_MS, 'client close');
-    assert.deepEqual(close, { code: 1001, reason: 'server closing' });
-    assert.equal(client.received(), QUEUED);
-    assert.equal(socket.readyState, 3);
-  },
+  () => sendsAfterCloseBeganAreDropped(serveNode),
 );
 
 test(
