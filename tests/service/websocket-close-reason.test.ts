@@ -86,14 +86,16 @@ async function failureAfterPeerClose(code: number, reason: string) {
   return await next.then(() => assert.fail('the transport kept receiving'), (error) => error);
 }
 
-test('a peer refusing a message as too big (1009) fails the session 413, not retryable', async () => {
+test('a peer refusing a message as too big (1009) cuts every call: retryable, the cause named', async () => {
+  // Which call sent the message cannot be told: the calls cut with it may be retried.
   const error = await failureAfterPeerClose(MESSAGE_TOO_BIG_CLOSE_CODE, 'Message too big');
   assert.equal(MESSAGE_TOO_BIG_CLOSE_CODE, 1009);
   assert.ok(error instanceof SvcInternalError);
   assert.deepEqual(
     { code: error.code, status: error.status, retryable: error.retryable, reason: error.reason },
-    { code: 'internal', status: 413, retryable: false, reason: 'rpc_message_too_large' },
+    { code: 'internal', status: 503, retryable: true, reason: 'rpc_connection_lost' },
   );
+  assert.match(error.message, /1009, a message on this connection was larger than it accepts/);
 });
 
 test('any other close by the peer is a lost connection, retryable', async () => {

@@ -94,16 +94,16 @@ function connectionLost(message: string): SvcInternalError {
 export const MESSAGE_TOO_BIG_CLOSE_CODE = 1009;
 
 /**
- * What a close by the peer means for the session. A peer refusing a message as too large
- * (1009: above the serving helpers' `MAX_WEBSOCKET_PAYLOAD_BYTES`, say) would refuse the same
- * message again, so that is a 413, not retryable, as an oversized HTTP batch is; any other
- * close is a lost connection, worth retrying on a fresh one.
+ * What a close by the peer means for the session: the connection is lost, and the calls on it
+ * may be retried on a fresh one. A peer refusing a message as too large (1009: above the serving
+ * helpers' `MAX_WEBSOCKET_PAYLOAD_BYTES`, say) is no exception: the close cuts every call on the
+ * socket, and which one sent the message cannot be told from here, so none is marked as not worth
+ * retrying; the message names the cause.
  */
 function closedByPeer(event: { code?: number; reason?: string }): SvcInternalError {
   if (event.code === MESSAGE_TOO_BIG_CLOSE_CODE) {
-    return new SvcInternalError(
-      'The peer closed the WebSocket because a message was larger than it accepts (1009)',
-      { reason: 'rpc_message_too_large', status: 413 },
+    return connectionLost(
+      'Peer closed WebSocket: 1009, a message on this connection was larger than it accepts',
     );
   }
   return connectionLost(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`);
