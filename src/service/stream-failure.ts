@@ -27,18 +27,31 @@
 /** How each stream given the subclass maps a failure; kept off the stream object itself. */
 const failureMappers = new WeakMap<object, (error: unknown) => unknown>();
 
+/**
+ * The message of the error Cap'n Web (0.12) fails a received stream with when its session ends
+ * under it. Only that error is ever made the typed one: a failure the peer sent, or one of the
+ * caller's own, is what happened and is left as it is.
+ */
+const SESSION_ENDED_STREAM_MESSAGE = 'WritableStream RPC stub was disposed without calling close()';
+
 /** The members a typed error carries that Cap'n Web's plain one is given. */
 const TYPED_ERROR_MEMBERS = ['name', 'message', 'code', 'status', 'retryable', 'reason'] as const;
 
+/** Whether `error` is Cap'n Web's own plain error for a stream whose session ended. */
+function isSessionEndedStreamError(error: unknown): error is Error {
+  return error !== null && typeof error === 'object' &&
+    Object.getPrototypeOf(error) === Error.prototype &&
+    (error as Error).message === SESSION_ENDED_STREAM_MESSAGE && !('code' in error);
+}
+
 /**
- * Makes `error`, the plain `Error` a stream failed with, the `typed` error of the session's end:
- * its class and its members. Anything else (the error a peer sent, the `TypeError` a released
- * reader's `closed` rejects with) is left as it is.
+ * Makes `error`, when it is Cap'n Web's plain error for a stream whose session ended, the
+ * `typed` error of that end: its class and its members. Anything else (an error the peer sent,
+ * the caller's own, the `TypeError` a released reader's `closed` rejects with) is left as it is.
  */
 function adoptTypedFailure(error: unknown, typed: unknown): void {
   if (typed === error || typed === null || typeof typed !== 'object') return;
-  if (error === null || typeof error !== 'object') return;
-  if (Object.getPrototypeOf(error) !== Error.prototype) return;
+  if (!isSessionEndedStreamError(error)) return;
   Object.setPrototypeOf(error, Object.getPrototypeOf(typed));
   for (const member of TYPED_ERROR_MEMBERS) {
     if (!(member in typed)) continue;

@@ -97,17 +97,48 @@ test('a failure met by for await is typed, after the items before it', async () 
   assert.deepEqual(items, [1, 2]);
 });
 
-test('pipeTo rejects with the typed failure', async () => {
+test("pipeTo rejects with the typed failure, and leaves the destination's own error", async () => {
   const written: number[] = [];
   const sink = new WritableStream<number>({ write: (item) => void written.push(item) });
   await assert.rejects(typed(source([5], untyped()).stream).pipeTo(sink), assertLost);
   assert.deepEqual(written, [5]);
+  const full = new Error('disk full');
+  const failingSink = new WritableStream<number>({
+    write: () => {
+      throw full;
+    },
+  });
+  await assert.rejects(
+    typed(source([1, 2]).stream).pipeTo(failingSink),
+    (error: unknown) => error === full && Object.getPrototypeOf(full) === Error.prototype,
+  );
 });
 
 test("a peer's own error, or a released reader's, is left as it is", async () => {
   const peers = new TypeError('the peer failed the stream');
   const reader = typed(source([], peers).stream).getReader();
   await assert.rejects(reader.read(), (error: unknown) => error === peers && !('code' in peers));
+  // A peer's taxonomy error arrives as a plain Error with its fields; another plain Error (the
+  // caller's own, say) carries none. Neither is the session ending, whatever the session did.
+  const refusal = Object.assign(new Error('out of stock'), {
+    code: 'handler',
+    status: 409,
+    retryable: false,
+    reason: 'out_of_stock',
+  });
+  const plain = new Error('something else went wrong');
+  for (const failure of [refusal, plain]) {
+    const failed = typed(source([], failure).stream).getReader();
+    await assert.rejects(failed.read(), (error: unknown) => error === failure);
+    await assert.rejects(failed.closed, (error: unknown) => error === failure);
+    assert.equal(Object.getPrototypeOf(failure), Error.prototype);
+  }
+  assert.deepEqual({ ...svcErrorInfo(refusal) }, {
+    code: 'handler',
+    status: 409,
+    retryable: false,
+    reason: 'out_of_stock',
+  });
   const released = typed(source([1]).stream).getReader();
   const closed = released.closed.then(() => undefined, (error: unknown) => error);
   released.releaseLock();
