@@ -1,6 +1,8 @@
 // Runs test files inside workerd: each file is bundled with esbuild (node:test mapped to a shim),
 // loaded into Miniflare with nodejs_compat, and its tests are run by one fetch.
 import { build } from 'esbuild';
+// The .d.mts beside it types it for tsc; Deno's linter reads that pairing as a sloppy import.
+// deno-lint-ignore no-sloppy-imports
 import { WORKERD_BUNDLE_OPTIONS, WORKERD_COMPATIBILITY_DATE } from './bundle-options.mjs';
 import { Miniflare } from 'miniflare';
 import { fileURLToPath } from 'node:url';

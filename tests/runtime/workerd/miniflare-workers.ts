@@ -8,10 +8,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
-import {
-  WORKERD_BUNDLE_OPTIONS,
-  WORKERD_COMPATIBILITY_DATE,
-} from '../../../scripts/workerd/bundle-options.mjs';
+// The .d.mts beside it types it for tsc; Deno's linter reads that pairing as a sloppy import.
+// deno-lint-ignore no-sloppy-imports
+import * as workerdBundle from '../../../scripts/workerd/bundle-options.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -40,7 +39,7 @@ export interface WorkersOptions {
 }
 
 /** The compatibility date of every Worker (enhanced_error_serialization is on from 2026-04-21). */
-export const WORKERS_COMPATIBILITY_DATE: string = WORKERD_COMPATIBILITY_DATE;
+export const WORKERS_COMPATIBILITY_DATE: string = workerdBundle.WORKERD_COMPATIBILITY_DATE;
 
 // One bundle per entry for the whole test file: several tests start the same Workers.
 const bundles = new Map<string, Promise<string>>();
@@ -49,7 +48,7 @@ function bundleWorker(entry: string): Promise<string> {
   let bundle = bundles.get(entry);
   if (bundle === undefined) {
     bundle = build({
-      ...WORKERD_BUNDLE_OPTIONS,
+      ...workerdBundle.WORKERD_BUNDLE_OPTIONS,
       entryPoints: [path.join(here, entry)],
       external: ['cloudflare:*', 'node:*'],
     }).then((result) => result.outputFiles[0].text);
