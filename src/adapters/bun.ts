@@ -255,10 +255,11 @@ export async function serveBun(
   });
   return servedServer(hostname, server.port, async () => {
     // Stops listening only; its promise settles once every connection has ended, which the
-    // second stop, closing those left, brings about.
+    // second stop, closing those left, brings about (awaited within the same bound, so a
+    // connection Bun never reports ended cannot hold close() open).
     const drained = Promise.resolve(server.stop(false));
     await settledWithin([...adapters].map((adapter) => adapter.closeForServerStop()));
     await server.stop(true);
-    await drained;
+    await settledWithin([drained]);
   });
 }
