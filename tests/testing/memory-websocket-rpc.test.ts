@@ -78,7 +78,13 @@ test('Dropping the connection mid-call fails the call as a lost connection; the 
   }
 });
 
-test('Dropping the connection mid-stream errors the stream after the items already received', async () => {
+/**
+ * Reads the first item of a stream that then waits, ends the session under it with `end`, and
+ * returns what the next read fails with (and the transport, to check the connection).
+ */
+async function streamCutShortBy(
+  end: (transport: ReturnType<typeof memoryWebSocketRpc>, session: Disposable) => void,
+) {
   const fx = await notesFixture();
   const transport = memoryWebSocketRpc(fx.service.fetch);
   using session = fx.session(transport, fx.tokens.tokenRequester());
@@ -86,34 +92,31 @@ test('Dropping the connection mid-stream errors the stream after the items alrea
     const reader = (await session.countThenWait({})).getReader();
     assert.deepEqual(await reader.read(), { done: false, value: { i: 0 } });
     await fx.waiting();
-    transport.dropAll();
-    // The stream errors rather than ending as if complete (a truncated stream is never silent),
-    // and with the same typed, retryable failure the calls on the session get.
-    assert.deepEqual(await failureOf(reader.read()), LOST);
-    assert.equal(transport.connections[0].state, 'closed');
+    end(transport, session);
+    return { failure: await failureOf(reader.read()), transport };
   } finally {
     fx.release();
   }
+}
+
+test('Dropping the connection mid-stream errors the stream after the items already received', async () => {
+  const { failure, transport } = await streamCutShortBy((transport) => transport.dropAll());
+  // The stream errors rather than ending as if complete (a truncated stream is never silent),
+  // and with the same typed, retryable failure the calls on the session get.
+  assert.deepEqual(failure, LOST);
+  assert.equal(transport.connections[0].state, 'closed');
 });
 
 test('Disposing the session mid-stream errors the stream with session_disposed', async () => {
-  const fx = await notesFixture();
-  const transport = memoryWebSocketRpc(fx.service.fetch);
-  const session = fx.session(transport, fx.tokens.tokenRequester());
-  try {
-    const reader = (await session.countThenWait({})).getReader();
-    assert.deepEqual(await reader.read(), { done: false, value: { i: 0 } });
-    await fx.waiting();
-    disposeAbilitySession(session);
-    assert.deepEqual(await failureOf(reader.read()), {
-      code: 'internal',
-      status: 500,
-      retryable: false,
-      reason: 'session_disposed',
-    });
-  } finally {
-    fx.release();
-  }
+  const { failure } = await streamCutShortBy((_transport, session) =>
+    disposeAbilitySession(session)
+  );
+  assert.deepEqual(failure, {
+    code: 'internal',
+    status: 500,
+    retryable: false,
+    reason: 'session_disposed',
+  });
 });
 
 test('The service closing the connection reports its code and reason to the caller', async () => {
