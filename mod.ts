@@ -7,4 +7,5 @@
  */
 export * from './src/core/mod.ts';
 export * from './src/service/mod.ts';
+export * from './src/caller/mod.ts';
 export * from './src/plane/mod.ts';

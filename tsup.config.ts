@@ -4,6 +4,7 @@ export default defineConfig({
   entry: [
     'mod.ts',
     'src/service/mod.ts',
+    'src/caller/mod.ts',
     'src/plane/mod.ts',
     'src/adapters/node.ts',
     'src/adapters/bun.ts',

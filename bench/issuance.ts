@@ -42,7 +42,7 @@ import {
   requestPathWithQuery,
   signHmacTokenRequest,
   signJwkTokenRequestAssertion,
-} from '../src/service/token-request-signing.ts';
+} from '../src/caller/token-request-signing.ts';
 import { compareThroughput, type RoundRunner } from './measure.ts';
 import type { Benchmark } from './run.ts';
 

@@ -14,16 +14,16 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 import { type CapabilityTokenClaims, signCapabilityToken } from '../src/core/capability-token.ts';
 import { generateSigningKeyEntry, loadSigningAuthority } from '../src/plane/signing-keys.ts';
-import { abilitySession, disposeAbilitySession } from '../src/service/ability-session.ts';
+import { abilitySession, disposeAbilitySession } from '../src/caller/ability-session.ts';
 import { defineAbility } from '../src/service/ability.ts';
 import { abilityMethod } from '../src/service/method.ts';
 import { createService, type SvcService } from '../src/service/service.ts';
-import { httpBatchRpc } from '../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../src/service/transports/websocket.ts';
+import { httpBatchRpc } from '../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../src/caller/transports/websocket.ts';
 import {
   type RpcWebSocket,
   WebSocketRpcTransport,
-} from '../src/service/transports/websocket-rpc-transport.ts';
+} from '../src/service/websocket-rpc-transport.ts';
 import { resolveWebSocketUpgrader } from '../src/service/websocket-upgrade.ts';
 import type { FetchTarget, ServedServer } from '../src/adapters/serve-target.ts';
 import { compareThroughput } from './measure.ts';

@@ -11,7 +11,7 @@
 import {
   MAX_WEBSOCKET_SEND_BUFFER_BYTES,
   SEND_BUFFER_FULL_CLOSE,
-} from '../service/transports/websocket-rpc-transport.ts';
+} from '../service/websocket-rpc-transport.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import {

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { MESSAGE_TOO_BIG_CLOSE_CODE } from '../service/transports/websocket-rpc-transport.ts';
+import { MESSAGE_TOO_BIG_CLOSE_CODE } from '../service/websocket-rpc-transport.ts';
 import { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
 
 /** Close code and reason for a message above the limit (1009, RFC 6455 §7.4.1). */

@@ -10,7 +10,7 @@
  * @module
  */
 import { SvcConfigurationError } from '../core/errors.ts';
-import { nextMacrotask, type ServiceBindingFetcher } from '../service/transports/http-batch.ts';
+import { nextMacrotask, type ServiceBindingFetcher } from '../caller/transports/http-batch.ts';
 import {
   ABNORMAL_CLOSURE,
   checkCloseArguments,

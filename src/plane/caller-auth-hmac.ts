@@ -21,7 +21,7 @@ import {
   requestPathWithQuery,
   SVC_CLIENT_ID_HEADER,
   SVC_TIMESTAMP_HEADER,
-} from '../service/token-request-signing.ts';
+} from '../caller/token-request-signing.ts';
 import {
   type AuthenticatedCaller,
   type CallerAuthenticator,
@@ -44,7 +44,7 @@ export {
   type SignHmacTokenRequestInput,
   SVC_CLIENT_ID_HEADER,
   SVC_TIMESTAMP_HEADER,
-} from '../service/token-request-signing.ts';
+} from '../caller/token-request-signing.ts';
 
 /** Default accepted distance between the request timestamp and the plane clock. */
 export const DEFAULT_HMAC_MAX_SKEW_SECONDS = 60;

@@ -20,7 +20,7 @@ import {
   JWK_CALLER_AUTH_SCHEME,
   MAX_JWK_ASSERTION_TTL_SECONDS,
   requestPathWithQuery,
-} from '../service/token-request-signing.ts';
+} from '../caller/token-request-signing.ts';
 import {
   type AuthenticatedCaller,
   type CallerAuthContext,
@@ -45,7 +45,7 @@ export {
   MAX_JWK_ASSERTION_TTL_SECONDS,
   signJwkTokenRequestAssertion,
   type SignJwkTokenRequestAssertionInput,
-} from '../service/token-request-signing.ts';
+} from '../caller/token-request-signing.ts';
 
 /** Clock skew accepted on the assertion's `iat`, `nbf` and `exp`. */
 export const JWK_ASSERTION_CLOCK_SKEW_SECONDS = 30;

@@ -8,7 +8,7 @@
 import { firstUnknownKey, unknownKeyProblem } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { createEventLog, type SvcLogOption } from '../core/logging.ts';
-import { isWellFormedClientId } from '../service/token-request-signing.ts';
+import { isWellFormedClientId } from '../caller/token-request-signing.ts';
 import {
   type AuthenticatedCaller,
   type CallerAuthContext,

@@ -11,7 +11,7 @@ import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog } from '../core/logging.ts';
 import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
-import type { AbilitySession } from '../service/ability-session.ts';
+import type { AbilitySession } from '../caller/ability-session.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from '../service/problem-json-app.ts';
 import type { AuthenticatedCaller } from './caller-auth.ts';
 import { createCatalog } from './catalog.ts';

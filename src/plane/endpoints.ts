@@ -20,9 +20,9 @@ import {
   httpBatchRpc,
   type RpcFetch,
   type ServiceBindingFetcher,
-} from '../service/transports/http-batch.ts';
-import type { RpcTransportFactory } from '../service/transports/outbound-metadata.ts';
-import { websocketRpc } from '../service/transports/websocket.ts';
+} from '../caller/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../caller/transports/outbound-metadata.ts';
+import { websocketRpc } from '../caller/transports/websocket.ts';
 import { isWildcardScope } from './grants.ts';
 
 /** Scopes of one target service granted to one caller service. */

@@ -20,14 +20,14 @@ import {
   type AbilitySession,
   abilitySession,
   refuseAbilityOutsideTarget,
-} from '../service/ability-session.ts';
+} from '../caller/ability-session.ts';
 import type { AbilityDiscoveryEntry } from '../service/discovery.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
   RpcOpenTarget,
   RpcTransportFactory,
-} from '../service/transports/outbound-metadata.ts';
+} from '../caller/transports/outbound-metadata.ts';
 import type { Catalog, ResolvedTarget } from './catalog.ts';
 import type { EndpointRpcKind, ServiceEndpoint } from './endpoints.ts';
 import type { createIssuer } from './issuer.ts';

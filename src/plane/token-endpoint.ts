@@ -23,7 +23,7 @@ import { planeRequestFailed } from './request-failure.ts';
 import {
   HMAC_CALLER_AUTH_SCHEME,
   JWK_CALLER_AUTH_SCHEME,
-} from '../service/token-request-signing.ts';
+} from '../caller/token-request-signing.ts';
 import {
   type AuthenticatedCaller,
   authenticateTokenRequest,

@@ -25,8 +25,8 @@ import {
   SvcInternalError,
 } from '../core/errors.ts';
 import { problemResponse } from '../core/problem.ts';
-import { peerMessageRefusal } from './transports/peer-message-screen.ts';
-import { WebSocketRpcTransport } from './transports/websocket-rpc-transport.ts';
+import { peerMessageRefusal } from './peer-message-screen.ts';
+import { WebSocketRpcTransport } from './websocket-rpc-transport.ts';
 import {
   isWebSocketUpgradeRequest,
   resolveWebSocketUpgrader,

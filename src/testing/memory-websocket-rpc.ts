@@ -13,8 +13,8 @@ import type {
   OutboundRpcMetadata,
   RpcOpenTarget,
   RpcTransportFactory,
-} from '../service/transports/outbound-metadata.ts';
-import { websocketRpc } from '../service/transports/websocket.ts';
+} from '../caller/transports/outbound-metadata.ts';
+import { websocketRpc } from '../caller/transports/websocket.ts';
 import {
   checkMemoryFetch,
   type MemoryFetch,

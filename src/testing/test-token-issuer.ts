@@ -31,7 +31,7 @@ import {
 } from '../plane/issuer.ts';
 import { loadSigningAuthority, type SigningKeyEntry } from '../plane/signing-keys.ts';
 import type { ServiceAuthOptions } from '../service/service-options.ts';
-import type { TokenRequester } from '../service/ability-session.ts';
+import type { TokenRequester } from '../caller/ability-session.ts';
 
 /** The issuer (`iss`) of a test issuer made without one. */
 export const DEFAULT_TEST_TOKEN_ISSUER = 'https://control-plane.test';

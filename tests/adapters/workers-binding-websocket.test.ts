@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import { serviceBindingWebSocketFactory } from '../../src/adapters/workers.ts';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
-import type { ServiceBindingFetcher } from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/caller/ability-session.ts';
+import type { ServiceBindingFetcher } from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { type MemoryWebSocket, memoryWebSocketPair } from '../../src/testing/memory-websocket.ts';
 
 const BOUND = { timeout: 10_000 };

@@ -13,15 +13,15 @@ import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
 import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
-} from '../../src/service/token-requesters.ts';
+} from '../../src/caller/token-requesters.ts';
 import {
   abilitySession,
   type ProofSigner,
   type TokenRequester,
-} from '../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+} from '../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
 import type { ServiceOptions, SvcService } from '../../src/service/mod.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';

@@ -8,7 +8,7 @@ import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
   controlPlaneRpcTokenRequester,
-} from '../../src/service/token-requesters.ts';
+} from '../../src/caller/token-requesters.ts';
 import {
   assertRefusal,
   createPlaneDeployment,

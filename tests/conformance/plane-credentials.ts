@@ -10,7 +10,7 @@ import {
   encodedRequestBodyHash,
   signCompactEs256,
   signHmacTokenRequest,
-} from '../../src/service/token-request-signing.ts';
+} from '../../src/caller/token-request-signing.ts';
 import { type FixtureKey, generateFixtureKey, ISS, PLANE_URL } from './fixture.ts';
 
 export type { FixtureKey };

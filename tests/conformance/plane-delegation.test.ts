@@ -8,8 +8,8 @@ import type { DelegatedSubject } from '../../src/core/identity.ts';
 import {
   capabilityTokenCacheKey,
   createCapabilityTokenCache,
-} from '../../src/service/token-request-cache.ts';
-import { controlPlaneRpcTokenRequester } from '../../src/service/token-requesters.ts';
+} from '../../src/caller/token-request-cache.ts';
+import { controlPlaneRpcTokenRequester } from '../../src/caller/token-requesters.ts';
 import {
   assertRefusal,
   createPlaneDeployment,

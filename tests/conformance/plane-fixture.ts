@@ -13,15 +13,15 @@ import type { CallerAuthenticator } from '../../src/plane/caller-auth.ts';
 import { type ControlPlane, createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
 import { localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
-import { abilitySession, type ProofSigner } from '../../src/service/ability-session.ts';
+import { abilitySession, type ProofSigner } from '../../src/caller/ability-session.ts';
 import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
 import { createService } from '../../src/service/service.ts';
 import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
-} from '../../src/service/token-requesters.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+} from '../../src/caller/token-requesters.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { createFixtureStats, type FixtureStats, whoamiOnlyAbility } from './fixture-abilities.ts';
 import {

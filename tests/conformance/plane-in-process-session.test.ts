@@ -9,7 +9,7 @@ import { createControlPlane } from '../../src/plane/control-plane.ts';
 import { cloudflareServiceBinding, httpService, localService } from '../../src/plane/endpoints.ts';
 import type { InProcessSessionOptions } from '../../src/plane/in-process-session.ts';
 import { defineAbility } from '../../src/service/ability.ts';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { createService } from '../../src/service/service.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
-import { jwkCapabilityProofSigner } from '../../src/service/proof-signer.ts';
+import { jwkCapabilityProofSigner } from '../../src/caller/proof-signer.ts';
 import {
   assertRefusal,
   createPlaneDeployment,

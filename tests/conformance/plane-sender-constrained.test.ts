@@ -4,8 +4,8 @@
 // key refuses locally.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ProofSigner } from '../../src/service/ability-session.ts';
-import { jwkCapabilityProofSigner } from '../../src/service/proof-signer.ts';
+import type { ProofSigner } from '../../src/caller/ability-session.ts';
+import { jwkCapabilityProofSigner } from '../../src/caller/proof-signer.ts';
 import {
   assertRefusal,
   createPlaneDeployment,

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { calculateJwkThumbprint, importJWK, type JWK, SignJWT } from 'jose';
 import { hmacServiceClientAuth } from '../../src/plane/caller-auth-hmac.ts';
-import { signHmacTokenRequest } from '../../src/service/token-request-signing.ts';
+import { signHmacTokenRequest } from '../../src/caller/token-request-signing.ts';
 import {
   assertRefusal,
   createPlaneDeployment,

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
-} from '../../src/service/token-requesters.ts';
+} from '../../src/caller/token-requesters.ts';
 import { ISS } from './fixture.ts';
 import {
   createPlaneDeployment,

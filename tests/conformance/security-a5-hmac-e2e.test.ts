@@ -7,7 +7,7 @@ import { encodeBase64Url } from '../../src/core/base64url.ts';
 import {
   encodedRequestBodyHash,
   hmacSignedString,
-} from '../../src/service/token-request-signing.ts';
+} from '../../src/caller/token-request-signing.ts';
 import {
   createPlaneDeployment,
   decodeJws,

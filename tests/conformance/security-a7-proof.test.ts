@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeBase64Url, encodeBase64UrlText } from '../../src/core/base64url.ts';
-import type { ProofSigner } from '../../src/service/ability-session.ts';
-import { jwkCapabilityProofSigner } from '../../src/service/proof-signer.ts';
+import type { ProofSigner } from '../../src/caller/ability-session.ts';
+import { jwkCapabilityProofSigner } from '../../src/caller/proof-signer.ts';
 import { tokenHashForProof } from '../../src/service/proof-verify.ts';
 import {
   assertRefusal,

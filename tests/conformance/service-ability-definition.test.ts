@@ -8,7 +8,7 @@ import type { HandlerFactoryInput } from '../../src/service/ability.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { createService } from '../../src/service/service.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
 import { staticJwks } from '../../src/service/jwks-sources.ts';
 import { assertRefusal, createFixture } from './fixture.ts';
 

@@ -6,7 +6,7 @@ import type { Context } from 'hono';
 import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { svcLogEvents } from '../../src/service/log-events.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
 import { createFixture, type Fixture } from './fixture.ts';
 import { echoAbility } from './fixture-abilities.ts';
 

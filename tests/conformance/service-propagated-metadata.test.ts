@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { SVC_CONN_INFO_QUERY_PARAM } from '../../src/core/conn-info.ts';
 import { SVC_TIMEOUT_QUERY_PARAM } from '../../src/core/deadline.ts';
 import { SVC_REQUEST_ID_QUERY_PARAM } from '../../src/core/request-id.ts';
-import { cloudflareServiceBindingRpc } from '../../src/service/transports/http-batch.ts';
+import { cloudflareServiceBindingRpc } from '../../src/caller/transports/http-batch.ts';
 import { createFixture } from './fixture.ts';
 
 const CONN_INFO = JSON.stringify({ address: '198.51.100.4', addressType: 'IPv4', port: 4433 });

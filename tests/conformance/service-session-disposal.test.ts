@@ -3,10 +3,10 @@
 // stateless HTTP-batch included.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type AbilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
-import { customRpcTransport } from '../../src/service/transports/custom.ts';
-import { cloudflareServiceBindingRpc } from '../../src/service/transports/http-batch.ts';
-import { WebSocketRpcTransport } from '../../src/service/transports/websocket-rpc-transport.ts';
+import { type AbilitySession, disposeAbilitySession } from '../../src/caller/ability-session.ts';
+import { customRpcTransport } from '../../src/caller/transports/custom.ts';
+import { cloudflareServiceBindingRpc } from '../../src/caller/transports/http-batch.ts';
+import { WebSocketRpcTransport } from '../../src/service/websocket-rpc-transport.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { closedWithin, recordSent } from '../support/raw-rpc-socket.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';

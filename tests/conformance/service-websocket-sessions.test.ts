@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import type { Context } from 'hono';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
 import { svcLogEvents } from '../../src/service/log-events.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { createFixture } from './fixture.ts';
 import { echoAbility } from './fixture-abilities.ts';

@@ -8,9 +8,9 @@ import {
   abilitySession,
   RENEWAL_RETRY_MS,
   type TokenRequester,
-} from '../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+} from '../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
 import { createFixture, type Fixture } from './fixture.ts';
 
 type Whoami = { whoami(input: object): Promise<{ identity: { tokenId: string } }> };

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import type { TokenRequester } from '../../src/service/ability-session.ts';
+import type { TokenRequester } from '../../src/caller/ability-session.ts';
 import { createPlaneDeployment, sleep } from './plane-fixture.ts';
 
 type Echo = { whoami(input: object): Promise<unknown> };

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { abilitySession } from '../../src/caller/ability-session.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   assertRefusal,

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import {
   encodedRequestBodyHash,
   signHmacTokenRequest,
-} from '../../src/service/token-request-signing.ts';
+} from '../../src/caller/token-request-signing.ts';
 import {
   createPlaneDeployment,
   decodeJws,

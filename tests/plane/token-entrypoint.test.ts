@@ -22,9 +22,9 @@ import {
 import { abilityMethod } from '../../src/service/method.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { createService } from '../../src/service/service.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
-import { controlPlaneRpcTokenRequester } from '../../src/service/token-requesters.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { abilitySession } from '../../src/caller/ability-session.ts';
+import { controlPlaneRpcTokenRequester } from '../../src/caller/token-requesters.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
 import { testKeys } from '../support/keys.ts';
 
 const ISSUER = 'https://plane.entrypoint.test';

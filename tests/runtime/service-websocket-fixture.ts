@@ -12,10 +12,10 @@ import { type } from 'arktype';
 import { z } from 'zod';
 import { svcErrorInfo } from '../../src/core/errors.ts';
 import { defineAbility } from '../../src/service/ability.ts';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { createService } from '../../src/service/service.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { signedToken } from '../support/forge.ts';
 
 /** The issuer the runtime services trust. */

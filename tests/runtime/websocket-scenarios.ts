@@ -6,14 +6,14 @@
 import assert from 'node:assert/strict';
 import { connect, createServer, type Socket } from 'node:net';
 import type { FetchTarget } from '../../src/adapters/serve-target.ts';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import {
   SEND_BUFFER_FULL_CLOSE,
   WebSocketRpcTransport,
-} from '../../src/service/transports/websocket-rpc-transport.ts';
+} from '../../src/service/websocket-rpc-transport.ts';
 import {
   SVC_WEBSOCKET_UPGRADER,
   type WebSocketUpgrader,

@@ -8,14 +8,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
-import { customRpcTransport } from '../../src/service/transports/custom.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
+import { customRpcTransport } from '../../src/caller/transports/custom.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
 import {
   PEER_VALUE_REFUSED_REASON,
   peerMessageRefusal,
-} from '../../src/service/transports/peer-message-screen.ts';
+} from '../../src/service/peer-message-screen.ts';
 import {
   FAKE_TOKEN,
   fakeAbilitySession,

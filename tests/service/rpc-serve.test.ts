@@ -2,16 +2,16 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { RpcTarget } from 'capnweb';
 import { AbilityHandlerError, SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import {
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_SESSION_ENTRIES,
   serveRpc,
   WITHHELD_ERROR_MESSAGE,
 } from '../../src/service/rpc-serve.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import { SESSION_ENTRY_CHECK_INTERVAL } from '../../src/service/transports/websocket-rpc-transport.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
+import { SESSION_ENTRY_CHECK_INTERVAL } from '../../src/service/websocket-rpc-transport.ts';
 import { withWebSocketUpgrader } from '../../src/service/websocket-upgrade.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {

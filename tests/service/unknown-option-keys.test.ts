@@ -9,22 +9,22 @@ import { defineAbility } from '../../src/service/ability.ts';
 import { defineCapabilities } from '../../src/service/capabilities.ts';
 import { jwksFromServiceBinding, jwksFromUrl, staticJwks } from '../../src/service/jwks-sources.ts';
 import { abilityMethod } from '../../src/service/method.ts';
-import { jwkCapabilityProofSigner } from '../../src/service/proof-signer.ts';
+import { jwkCapabilityProofSigner } from '../../src/caller/proof-signer.ts';
 import { createService } from '../../src/service/service.ts';
 import type { ServiceOptions } from '../../src/service/service-options.ts';
 import {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
-} from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+} from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { webSocketPairUpgrader } from '../../src/service/websocket-upgrade.ts';
 import { testKeys } from '../support/keys.ts';
-import { abilitySession, disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { abilitySession, disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
   controlPlaneRpcTokenRequester,
-} from '../../src/service/token-requesters.ts';
+} from '../../src/caller/token-requesters.ts';
 import { refusedNaming } from '../support/configuration-refusals.ts';
 
 const whoami = defineAbility({

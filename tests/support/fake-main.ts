@@ -7,8 +7,8 @@ import { RpcTarget } from 'capnweb';
 import { AbilityHandlerError, CapabilityAuthError } from '../../src/core/errors.ts';
 import type { RpcMainMeta } from '../../src/service/rpc-serve.ts';
 import { serveRpc, type ServeRpcOptions } from '../../src/service/rpc-serve.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+import { abilitySession } from '../../src/caller/ability-session.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
 
 /** The only unbound token the fake main accepts. */
 export const FAKE_TOKEN = 'fake-token';

@@ -21,7 +21,7 @@ import {
   signCompactEs256,
   signHmacTokenRequest,
   signJwkTokenRequestAssertion,
-} from '../../src/service/token-request-signing.ts';
+} from '../../src/caller/token-request-signing.ts';
 
 /** The plane issuer of the fixture. */
 export const ISSUER = 'https://plane.test';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { serveBun } from '../../../src/adapters/bun.ts';
-import { MAX_WEBSOCKET_SEND_BUFFER_BYTES } from '../../../src/service/transports/websocket-rpc-transport.ts';
+import { MAX_WEBSOCKET_SEND_BUFFER_BYTES } from '../../../src/service/websocket-rpc-transport.ts';
 import {
   SVC_WEBSOCKET_UPGRADER,
   type WebSocketUpgrader,

@@ -9,7 +9,7 @@ import {
   serveNode,
 } from '../../../src/adapters/node.ts';
 import { svcErrorInfo } from '../../../src/core/errors.ts';
-import { disposeAbilitySession } from '../../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../../src/caller/ability-session.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../../support/fake-main.ts';
 import {
   assertEchoesOverWebSocket,

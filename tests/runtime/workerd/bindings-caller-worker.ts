@@ -14,17 +14,17 @@
 // - `GET /sockets`: the WebSocket sessions the orders Worker accepted (a SocketRecord).
 // - `GET /catalog-events`: the catalog events the plane Worker logged.
 import { serviceBindingWebSocketFactory } from '../../../src/adapters/workers.ts';
-import { abilitySession, disposeAbilitySession } from '../../../src/service/ability-session.ts';
+import { abilitySession, disposeAbilitySession } from '../../../src/caller/ability-session.ts';
 import {
   type CapabilityTokenBinding,
   controlPlaneRpcTokenRequester,
-} from '../../../src/service/token-requesters.ts';
+} from '../../../src/caller/token-requesters.ts';
 import {
   cloudflareServiceBindingRpc,
   type ServiceBindingFetcher,
-} from '../../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../../src/service/transports/websocket.ts';
-import type { TokenRequester } from '../../../src/service/ability-session.ts';
+} from '../../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../../src/caller/transports/websocket.ts';
+import type { TokenRequester } from '../../../src/caller/ability-session.ts';
 import {
   BILLING_SERVICE_ID,
   type CallOutcome,

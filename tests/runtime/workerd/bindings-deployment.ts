@@ -3,10 +3,7 @@
  * issuer, the shapes the billing Worker answers with, and the streaming session both the billing
  * and the plane Worker run against orders.
  */
-import {
-  type AbilitySession,
-  disposeAbilitySession,
-} from '../../../src/service/ability-session.ts';
+import { type AbilitySession, disposeAbilitySession } from '../../../src/caller/ability-session.ts';
 
 /** The control plane's id and the `iss` of its tokens; the orders Worker trusts this issuer. */
 export const BINDINGS_PLANE_ID = 'bindings-plane';

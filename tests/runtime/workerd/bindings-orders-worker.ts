@@ -10,7 +10,7 @@ import { jwksFromServiceBinding } from '../../../src/service/jwks-sources.ts';
 import { abilityMethod } from '../../../src/service/method.ts';
 import { SERVICE_DISCOVERY_PATH } from '../../../src/service/service.ts';
 import { createService } from '../../../src/service/service.ts';
-import type { ServiceBindingFetcher } from '../../../src/service/transports/http-batch.ts';
+import type { ServiceBindingFetcher } from '../../../src/caller/transports/http-batch.ts';
 import {
   type WebSocketUpgrader,
   withWebSocketUpgrader,

@@ -15,7 +15,7 @@ import {
   capabilityTokenEntrypoint,
   type CapabilityTokenEntrypointRequest,
 } from '../../../src/plane/token-entrypoint.ts';
-import type { ServiceBindingFetcher } from '../../../src/service/transports/http-batch.ts';
+import type { ServiceBindingFetcher } from '../../../src/caller/transports/http-batch.ts';
 import {
   BILLING_SERVICE_ID,
   BINDINGS_ISSUER,

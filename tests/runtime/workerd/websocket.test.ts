@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nodeWebSocketFactory } from '../../../src/adapters/node.ts';
-import { disposeAbilitySession } from '../../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../../src/service/transports/http-batch.ts';
+import { disposeAbilitySession } from '../../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../../src/caller/transports/http-batch.ts';
 import type { FakeMainRecord } from '../../support/fake-main.ts';
 import {
   assertSessionStreams,

@@ -7,7 +7,7 @@ import {
   MAX_WEBSOCKET_SEND_BUFFER_BYTES,
   SEND_BUFFER_FULL_CLOSE,
   WebSocketRpcTransport,
-} from '../../src/service/transports/websocket-rpc-transport.ts';
+} from '../../src/service/websocket-rpc-transport.ts';
 
 type Listener = (event: unknown) => void;
 

@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { capabilityKeyThumbprint } from '../../src/core/capability-token.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../../src/core/errors.ts';
-import { jwkCapabilityProofSigner } from '../../src/service/proof-signer.ts';
+import { jwkCapabilityProofSigner } from '../../src/caller/proof-signer.ts';
 import { tokenHashForProof, verifyCapabilityProof } from '../../src/service/proof-verify.ts';
-import { signCompactEs256 } from '../../src/service/token-request-signing.ts';
+import { signCompactEs256 } from '../../src/caller/token-request-signing.ts';
 import {
   assertIssued,
   endpointFixture,

@@ -20,13 +20,13 @@ import {
   STALLED_TOKEN_REQUEST_MS,
   type TokenRequest,
   type TokenRequester,
-} from '../../src/service/ability-session.ts';
-import { cloudflareNativeRpc } from '../../src/service/transports/cloudflare-native.ts';
-import { customRpcTransport } from '../../src/service/transports/custom.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import { controlPlaneHmacTokenRequester } from '../../src/service/token-requesters.ts';
+} from '../../src/caller/ability-session.ts';
+import { cloudflareNativeRpc } from '../../src/caller/transports/cloudflare-native.ts';
+import { customRpcTransport } from '../../src/caller/transports/custom.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
+import { controlPlaneHmacTokenRequester } from '../../src/caller/token-requesters.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   FAKE_BOUND_TOKEN,

@@ -19,7 +19,7 @@
  * @module
  */
 import type { AnyRpcTransport } from 'capnweb';
-import { SvcInternalError } from '../../core/errors.ts';
+import { SvcInternalError } from '../core/errors.ts';
 
 /** Which end of a session receives the message: they send different things. */
 export type RpcReceiver = 'service' | 'caller';

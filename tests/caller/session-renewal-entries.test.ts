@@ -3,8 +3,8 @@
 // the caller releases it. A long-lived session renewing its token must release the old stubs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {
   fakeAbilitySession,

@@ -6,13 +6,13 @@ import {
   abilitySession,
   MAX_CALLS_PER_BATCH,
   type TokenRequest,
-} from '../../src/service/ability-session.ts';
+} from '../../src/caller/ability-session.ts';
 import {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
   MAX_BATCH_RESPONSE_BYTES,
   nextMacrotask,
-} from '../../src/service/transports/http-batch.ts';
+} from '../../src/caller/transports/http-batch.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
 
 interface FakeApi {

@@ -38,8 +38,8 @@ import {
 } from '../core/errors.ts';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
-import { isAbilityOfService } from './identifiers.ts';
-import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from './proof-verify.ts';
+import { isAbilityOfService } from '../service/identifiers.ts';
+import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from '../service/proof-verify.ts';
 import { streamWithTypedFailure } from './stream-failure.ts';
 import type {
   OpenedRpcSession,

@@ -7,7 +7,7 @@
  */
 import type { AnyRpcTransport } from 'capnweb';
 import { SvcConfigurationError } from '../../core/errors.ts';
-import { screenedTransport } from './peer-message-screen.ts';
+import { screenedTransport } from '../../service/peer-message-screen.ts';
 import {
   type OpenedRpcSession,
   openSessionOver,

@@ -7,7 +7,7 @@ import { CapabilityAuthError, SvcInternalError } from '../../src/core/errors.ts'
 import {
   MESSAGE_TOO_BIG_CLOSE_CODE,
   WebSocketRpcTransport,
-} from '../../src/service/transports/websocket-rpc-transport.ts';
+} from '../../src/service/websocket-rpc-transport.ts';
 
 /** An open socket that records how it was closed. */
 function recordingSocket() {

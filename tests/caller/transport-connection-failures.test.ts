@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo } from '../../src/core/errors.ts';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { fakeAbilitySession, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
 
 type Echo = { echo(input: { value: string }): Promise<unknown> };

@@ -10,7 +10,7 @@
  * @module
  */
 import type { RpcTransport } from 'capnweb';
-import { hasSvcErrorShape, SvcInternalError } from '../../core/errors.ts';
+import { hasSvcErrorShape, SvcInternalError } from '../core/errors.ts';
 import { peerMessageRefusal, type RpcReceiver } from './peer-message-screen.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */

@@ -14,7 +14,7 @@ import { capabilityKeyThumbprint } from '../core/capability-token.ts';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { ProofSigner } from './ability-session.ts';
-import { CAPABILITY_PROOF_TYP, tokenHashForProof } from './proof-verify.ts';
+import { CAPABILITY_PROOF_TYP, tokenHashForProof } from '../service/proof-verify.ts';
 import {
   type CallerSigningKey,
   checkPrivateP256Jwk,

@@ -8,10 +8,10 @@ import {
   abilitySession,
   disposeAbilitySession,
   type TokenRequester,
-} from '../../src/service/ability-session.ts';
+} from '../../src/caller/ability-session.ts';
 import { CAPABILITY_PROOF_FRESHNESS_SECONDS } from '../../src/service/proof-verify.ts';
 import { CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS } from '../../src/core/capability-token.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import type { RpcMainMeta } from '../../src/service/rpc-serve.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import {

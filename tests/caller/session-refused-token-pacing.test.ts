@@ -10,10 +10,10 @@ import {
   abilitySession,
   disposeAbilitySession,
   RENEWAL_RETRY_MS,
-} from '../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
-import { websocketRpc } from '../../src/service/transports/websocket.ts';
-import type { RpcTransportFactory } from '../../src/service/transports/outbound-metadata.ts';
+} from '../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import { websocketRpc } from '../../src/caller/transports/websocket.ts';
+import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
 import { withMovableClocks } from '../support/wall-clock.ts';

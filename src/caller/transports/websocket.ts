@@ -13,7 +13,7 @@ import {
   type RpcTransportFactory,
   withMetadataQuery,
 } from './outbound-metadata.ts';
-import { type RpcWebSocket, WebSocketRpcTransport } from './websocket-rpc-transport.ts';
+import { type RpcWebSocket, WebSocketRpcTransport } from '../../service/websocket-rpc-transport.ts';
 
 /**
  * How long a caller's socket may take to open, in milliseconds, unless `openTimeoutMs` says

@@ -11,15 +11,15 @@ import {
   capabilityTokenCacheKey,
   createCapabilityTokenCache,
   STALLED_TOKEN_FETCH_MS,
-} from '../../src/service/token-request-cache.ts';
+} from '../../src/caller/token-request-cache.ts';
 import {
   capabilityTokenEndpointUrl,
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
   controlPlaneRpcTokenRequester,
   tokenEndpointFailure,
-} from '../../src/service/token-requesters.ts';
-import { signCompactEs256 } from '../../src/service/token-request-signing.ts';
+} from '../../src/caller/token-requesters.ts';
+import { signCompactEs256 } from '../../src/caller/token-request-signing.ts';
 import { unsignedRequesterToken } from '../support/forge.ts';
 import { withMovableClocks } from '../support/wall-clock.ts';
 import {

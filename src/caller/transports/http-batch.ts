@@ -21,7 +21,7 @@ import {
   type RpcOpenTarget,
   type RpcTransportFactory,
 } from './outbound-metadata.ts';
-import { peerMessageRefusal } from './peer-message-screen.ts';
+import { peerMessageRefusal } from '../../service/peer-message-screen.ts';
 
 /** A `fetch`-like function: how a caller reaches an in-process service or a service binding. */
 export type RpcFetch = (request: Request) => Promise<Response>;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svcErrorInfo, SvcInternalError } from '../../src/core/errors.ts';
-import { streamWithTypedFailure } from '../../src/service/stream-failure.ts';
+import { streamWithTypedFailure } from '../../src/caller/stream-failure.ts';
 
 /** Cap'n Web's error for a stream whose session ended: a plain `Error`. */
 const untyped = () => new Error('WritableStream RPC stub was disposed without calling close()');

@@ -3,12 +3,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
-import { disposeAbilitySession } from '../../src/service/ability-session.ts';
+import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import {
   WEBSOCKET_OPEN_TIMEOUT_MS,
   websocketRpc,
   type WebSocketRpcOptions,
-} from '../../src/service/transports/websocket.ts';
+} from '../../src/caller/transports/websocket.ts';
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { fakeAbilitySession, fakeRpcEndpoint } from '../support/fake-main.ts';
 import { closedWithin, recordSent } from '../support/raw-rpc-socket.ts';

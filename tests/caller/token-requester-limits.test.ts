@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SvcConfigurationError } from '../../src/core/errors.ts';
-import { MAX_CACHED_CAPABILITY_TOKENS } from '../../src/service/token-request-cache.ts';
+import { MAX_CACHED_CAPABILITY_TOKENS } from '../../src/caller/token-request-cache.ts';
 import {
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
   controlPlaneRpcTokenRequester,
   MAX_TOKEN_RESPONSE_BYTES,
-} from '../../src/service/token-requesters.ts';
+} from '../../src/caller/token-requesters.ts';
 import { unsignedRequesterToken } from '../support/forge.ts';
 import { endpointFixture, ISSUER } from '../support/token-endpoint-fixture.ts';
 import { withMovableClocks } from '../support/wall-clock.ts';

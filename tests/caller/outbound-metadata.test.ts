@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MAX_SVC_TIMEOUT_MS, parseTimeoutBudget } from '../../src/core/deadline.ts';
-import { abilitySession } from '../../src/service/ability-session.ts';
-import { httpBatchRpc } from '../../src/service/transports/http-batch.ts';
+import { abilitySession } from '../../src/caller/ability-session.ts';
+import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
 import {
   applyMetadataHeaders,
   withMetadataQuery,
-} from '../../src/service/transports/outbound-metadata.ts';
+} from '../../src/caller/transports/outbound-metadata.ts';
 import { FAKE_TOKEN, fakeRpcEndpoint, newFakeRecord } from '../support/fake-main.ts';
 
 test('every metadata item maps to its header', () => {
