@@ -8,13 +8,12 @@
  * input is validated (422); only then is the handler object created, once, and the method
  * invoked on it; a unary call is bounded by the earlier of the method ceiling and the caller's
  * deadline (504, the handler's signal aborted); the output is validated (500). Failures that
- * are not taxonomy errors are replaced with an opaque 500 and logged.
+ * are not taxonomy errors are replaced with an opaque 500 and logged. How one handler call is
+ * built and bounded lives in `ability-call.ts`.
  *
  * @module
  */
 import { RpcTarget } from 'capnweb';
-import type { Context } from 'hono';
-import type { ConnInfo } from '../core/conn-info.ts';
 import { earliestBudgetMs, effectiveMethodCeilingMs } from '../core/deadline.ts';
 import {
   AbilityValidationError,
@@ -24,42 +23,24 @@ import {
   SvcInternalError,
   SvcTimeoutError,
 } from '../core/errors.ts';
-import { frozenIdentity, type VerifiedIdentity } from '../core/identity.ts';
+import { frozenIdentity } from '../core/identity.ts';
 import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 import { validateWithSchemaNow } from '../core/schema.ts';
-import { type AbilityDefinition, type HandlerFactoryInput, isDefinedAbility } from './ability.ts';
+import { type AbilityDefinition, isDefinedAbility } from './ability.ts';
 import { itemStream } from './item-stream.ts';
 import { declaredOutputPropertyNames, type MethodDefinition } from './method.ts';
-import { assertScopes, registerHandlerIdentity } from './scopes.ts';
+import { assertScopes } from './scopes.ts';
 import type { AbilityRpc } from './types.ts';
+import {
+  type AbilityCallContext,
+  createHandler,
+  deadlineExceeded,
+  LazyAbort,
+  remainingUntil,
+  withinDeadline,
+} from './ability-call.ts';
 
-/** What the wrapper knows about the authenticated session it serves. */
-export interface AbilityCallContext {
-  /** The verified caller. */
-  identity: VerifiedIdentity;
-  /** Runtime access handed to handler factories (request context, bindings). */
-  context: unknown;
-  /** Advisory connection info (brokered tokens at an ingress service only). */
-  connInfo?: ConnInfo;
-  /** The caller's idempotency key, passed to handlers as received. */
-  idempotencyKey?: string;
-  /** The request id, for handlers and log events. */
-  requestId?: string;
-  /** The transport the session runs on; streaming needs a session transport. */
-  transport: 'http-batch' | 'websocket' | 'cloudflare-binding-rpc' | 'custom';
-  /**
-   * Checks the session's token again before each call (expiry, key still published); rejects
-   * with the verifier's refusal. Set on session transports, where one authentication serves
-   * many calls.
-   */
-  recheckToken?: () => Promise<unknown>;
-  /** Epoch ms at which the caller's budget runs out; `undefined` = no caller budget. */
-  callerDeadlineEndsAt?: number;
-  /** The service's `timeout.methodMs`: a ceiling in ms, `false` for none, default otherwise. */
-  serviceMethodCeilingMs?: number | false;
-  /** Receives `svc.ability.handler_failed`; must not throw (a throw is ignored). */
-  log(event: SvcLogEvent): void;
-}
+export type { AbilityCallContext } from './ability-call.ts';
 
 /** The object served to an authenticated caller: an `RpcTarget` with the ability's methods. */
 // deno-lint-ignore no-explicit-any
@@ -209,75 +190,6 @@ function callerFacingFailure(
   return opaqueHandlerFailure(methodName, error);
 }
 
-/**
- * The abort side of a call, with the `AbortController` made only when a handler reads its
- * `signal`: most handlers never do, and creating a controller is a measurable share of a call.
- * An abort before the first read is remembered, so a late reader still gets an aborted signal.
- */
-class LazyAbort {
-  #controller: AbortController | undefined;
-  #aborted = false;
-  #reason: unknown;
-
-  get signal(): AbortSignal {
-    if (this.#controller === undefined) {
-      this.#controller = new AbortController();
-      if (this.#aborted) this.#controller.abort(this.#reason);
-    }
-    return this.#controller.signal;
-  }
-
-  get aborted(): boolean {
-    return this.#aborted;
-  }
-
-  get reason(): unknown {
-    return this.#reason;
-  }
-
-  abort(reason: unknown): void {
-    if (this.#aborted) return;
-    this.#aborted = true;
-    this.#reason = reason;
-    this.#controller?.abort(reason);
-  }
-}
-
-/**
- * The factory input of one call. A class rather than an object literal: `signal` is an accessor
- * (the controller is made on first read), and an accessor in a literal costs more per call than
- * the rest of the object. Destructuring reads it like any member.
- */
-class CallFactoryInput implements HandlerFactoryInput {
-  readonly context: Context;
-  readonly identity: VerifiedIdentity;
-  readonly remainingTimeoutMs: () => number | undefined;
-  declare readonly connInfo?: ConnInfo;
-  declare readonly idempotencyKey?: string;
-  declare readonly requestId?: string;
-  readonly #abort: LazyAbort;
-
-  constructor(
-    call: AbilityCallContext,
-    abort: LazyAbort,
-    remainingTimeoutMs: () => number | undefined,
-  ) {
-    // A service's gateway passes the call's Hono context; only tests built by hand pass others.
-    this.context = call.context as Context;
-    this.identity = call.identity;
-    this.remainingTimeoutMs = remainingTimeoutMs;
-    this.#abort = abort;
-    const optional = this as { connInfo?: ConnInfo; idempotencyKey?: string; requestId?: string };
-    if (call.connInfo !== undefined) optional.connInfo = call.connInfo;
-    if (call.idempotencyKey !== undefined) optional.idempotencyKey = call.idempotencyKey;
-    if (call.requestId !== undefined) optional.requestId = call.requestId;
-  }
-
-  get signal(): AbortSignal {
-    return this.#abort.signal;
-  }
-}
-
 /** What every call of one declared method needs and never changes, computed once. */
 interface MethodPlan {
   ability: AnyAbility;
@@ -289,69 +201,6 @@ interface MethodPlan {
   requiredScopes: readonly string[];
   /** See {@link declaredOutputPropertyNames}. */
   outputPropertyNames: ReadonlySet<string>;
-}
-
-/** Builds the handler object for one call and returns its implementation of the method. */
-function createHandler(
-  ability: AnyAbility,
-  methodName: string,
-  call: AbilityCallContext,
-  abort: LazyAbort,
-  remainingTimeoutMs: () => number | undefined,
-): { handler: object; implementation: (input: unknown) => unknown } {
-  const factoryInput = new CallFactoryInput(call, abort, remainingTimeoutMs);
-  const handler: unknown = ability.handler(factoryInput);
-  if (handler === null || (typeof handler !== 'object' && typeof handler !== 'function')) {
-    throw new TypeError(`the handler factory of ${ability.id} did not return an object`);
-  }
-  registerHandlerIdentity(handler, call.identity);
-  const implementation = (handler as Record<string, unknown>)[methodName];
-  if (typeof implementation !== 'function') {
-    throw new TypeError(`the handler object of ${ability.id} has no method "${methodName}"`);
-  }
-  return { handler, implementation: implementation as (input: unknown) => unknown };
-}
-
-function remainingUntil(endsAt: number | undefined): () => number | undefined {
-  return () => (endsAt === undefined ? undefined : Math.max(0, endsAt - Date.now()));
-}
-
-/** The deadline's refusal: the handler's signal is aborted with it, and the caller gets it. */
-function deadlineExceeded(abort: LazyAbort, label: string): SvcTimeoutError {
-  const timeout = new SvcTimeoutError(`${label}: deadline exceeded`);
-  abort.abort(timeout);
-  return timeout;
-}
-
-/**
- * Settles with `work`, or rejects with `SvcTimeoutError` (and aborts the handler's signal) when
- * the deadline passes first, including when `work` settles late without the timer having had a
- * turn (a handler that kept the thread busy past it). The timer is always cleared so an idle
- * process can exit.
- */
-function withinDeadline<T>(
-  work: Promise<T>,
-  endsAt: number,
-  abort: LazyAbort,
-  label: string,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(deadlineExceeded(abort, label)),
-      Math.max(0, endsAt - Date.now()),
-    );
-    work.then(
-      (value) => {
-        clearTimeout(timer);
-        if (Date.now() > endsAt) reject(deadlineExceeded(abort, label));
-        else resolve(value);
-      },
-      (error) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
 }
 
 /** The unary budget of a call arriving now: the earlier of the method ceiling and the caller's. */
