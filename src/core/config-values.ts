@@ -7,6 +7,7 @@
  * @module
  */
 import { SvcConfigurationError } from './errors.ts';
+import { firstUnknownKey, unknownKeyProblem } from './unknown-keys.ts';
 
 /** Whether `value` is an object literal (or has a `null` prototype). */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -35,28 +36,6 @@ export interface UnknownKeyRefusal {
   reason?: string;
   /** A sentence appended to the message, for advice specific to one option object. */
   advice?: string;
-}
-
-/** The first own enumerable key of `value` that `known` does not list, if any. */
-export function firstUnknownKey(value: object, known: readonly string[]): string | undefined {
-  for (const key of Object.keys(value)) {
-    if (!known.includes(key)) return key;
-  }
-  return undefined;
-}
-
-/**
- * The message part naming an unknown key and the accepted ones:
- * ``unknown option `ingres` (accepted: id, title, ...)``.
- */
-export function unknownKeyProblem(
-  key: string,
-  known: readonly string[],
-  noun: 'option' | 'field' = 'option',
-): string {
-  // The key is quoted as JSON when it holds characters that would garble the message.
-  const shown = /^[\w$-]{1,64}$/.test(key) ? key : JSON.stringify(key.slice(0, 64));
-  return `unknown ${noun} \`${shown}\` (accepted: ${known.join(', ')})`;
 }
 
 /**

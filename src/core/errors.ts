@@ -10,7 +10,7 @@
  */
 // A cycle (config-values throws SvcConfigurationError), safe because neither module calls the
 // other while it is being evaluated.
-import { firstUnknownKey, unknownKeyProblem } from './config-values.ts';
+import { firstUnknownKey, unknownKeyProblem } from './unknown-keys.ts';
 
 /** The five classifications of the contract's error taxonomy. */
 export type SvcErrorCode =

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { firstUnknownKey, unknownKeyProblem } from '../core/config-values.ts';
+import { firstUnknownKey, unknownKeyProblem } from '../core/unknown-keys.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { createEventLog, type SvcLogOption } from '../core/logging.ts';
 import { isWellFormedClientId } from '../caller/token-request-signing.ts';

@@ -13,7 +13,12 @@ import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import { acceptRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
-import { hasLookalikeCharacter, rpcPathProblem, scopeNameProblem } from '../service/identifiers.ts';
+import {
+  hasLookalikeCharacter,
+  isWildcardScope,
+  rpcPathProblem,
+  scopeNameProblem,
+} from '../service/identifiers.ts';
 import { SERVICE_DISCOVERY_PATH } from '../service/service.ts';
 import {
   cloudflareServiceBindingRpc,
@@ -23,7 +28,6 @@ import {
 } from '../caller/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../caller/transports/outbound-metadata.ts';
 import { websocketRpc } from '../caller/transports/websocket.ts';
-import { isWildcardScope } from './grants.ts';
 
 /** Scopes of one target service granted to one caller service. */
 export interface ServiceGrant {

@@ -10,16 +10,10 @@
  */
 import { CapabilityAuthError } from '../core/errors.ts';
 import type { ServiceDiscoveryDocument } from '../service/discovery.ts';
-import { scopeNameProblem } from '../service/identifiers.ts';
+import { isWildcardScope, scopeNameProblem } from '../service/identifiers.ts';
 import type { ResolvedTarget } from './catalog.ts';
 
-/**
- * Whether a scope is written as a pattern. Patterns are never expanded: a grant or request for
- * `svc-a.*` would otherwise read as permission for scopes the target adds later.
- */
-export function isWildcardScope(scope: string): boolean {
-  return scope.includes('*');
-}
+export { isWildcardScope } from '../service/identifiers.ts';
 
 /**
  * Sorts and de-duplicates requested scopes. An entry that is not a usable scope name (not a

@@ -9,6 +9,7 @@ import type { Context } from 'hono';
 import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
+import type { SchemaInput, SchemaOutput } from '../core/schema.ts';
 import type { VerifiedIdentity } from '../core/identity.ts';
 import {
   isAbilityId,
@@ -18,7 +19,6 @@ import {
 } from './identifiers.ts';
 import { checkMethodDefinition, checkScopeList, type MethodDefinition } from './method.ts';
 import { restRouteKey } from './rest-path.ts';
-import type { AbilityHandlerObject } from './types.ts';
 
 /** Who may see an ability through the plane's public front doors. */
 export type AbilityExposure = 'private' | 'published';
@@ -39,6 +39,26 @@ export const ABILITY_TRANSPORTS: readonly AbilityTransport[] = Object.freeze([
 /** The methods of an ability, by name. */
 // deno-lint-ignore no-explicit-any
 export type AbilityMethods = Record<string, MethodDefinition<any, any, any>>;
+
+/** What a streaming handler may return: an async iterable, a sync iterable or a stream. */
+export type StreamSource<T> = AsyncIterable<T> | Iterable<T> | ReadableStream<T>;
+
+/**
+ * The handler implementation of one method. It receives the validated input (the input
+ * schema's output type) and returns what the output schema accepts: one value for a unary
+ * method, a {@link StreamSource} of items for a streaming one.
+ */
+export type HandlerMethod<M> = M extends MethodDefinition<infer I, infer O, infer S>
+  ? S extends true ? (
+      input: SchemaOutput<I>,
+    ) => StreamSource<SchemaInput<O>> | Promise<StreamSource<SchemaInput<O>>>
+  : (input: SchemaOutput<I>) => SchemaInput<O> | Promise<SchemaInput<O>>
+  : never;
+
+/** The object a handler factory returns: one implementation per declared method. */
+export type AbilityHandlerObject<M extends AbilityMethods> = {
+  [K in keyof M]: HandlerMethod<M[K]>;
+};
 
 /** What a handler factory receives, once per call, after every check passed. */
 export interface HandlerFactoryInput {

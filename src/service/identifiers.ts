@@ -92,6 +92,14 @@ export function scopeNameProblem(scope: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * Whether a scope is written as a pattern. Patterns are never expanded: a grant or request for
+ * `svc-a.*` would otherwise read as permission for scopes the target adds later.
+ */
+export function isWildcardScope(scope: string): boolean {
+  return scope.includes('*');
+}
+
 /** One RPC path segment: RFC 3986 unreserved characters only, so it needs no escaping. */
 const RPC_PATH_SEGMENT = /^[A-Za-z0-9._~-]+$/;
 

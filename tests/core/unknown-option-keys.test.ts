@@ -3,11 +3,8 @@
 // Core readers here; the service and plane constructors have their own files.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  firstUnknownKey,
-  refuseUnknownKeys,
-  unknownKeyProblem,
-} from '../../src/core/config-values.ts';
+import { refuseUnknownKeys } from '../../src/core/config-values.ts';
+import { firstUnknownKey, unknownKeyProblem } from '../../src/core/unknown-keys.ts';
 import { validateTimeoutPolicy } from '../../src/core/deadline.ts';
 import { AbilityHandlerError, SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import { resolveHttpCache } from '../../src/core/http-cache.ts';
