@@ -14,6 +14,9 @@ import { fakeAbilitySession, fakeRpcEndpoint } from '../support/fake-main.ts';
 import { closedWithin, recordSent } from '../support/raw-rpc-socket.ts';
 
 const BOUND = { timeout: 20_000 };
+// An open timeout a socket that answers must meet: an in-memory socket opens in a few ms, so this
+// leaves it ≥10× slack on a busy machine.
+const OPENS_IN_TIME_MS = 1_000;
 const RPC_URL = 'ws://fake.test/rpc/fake.echo';
 
 interface EchoApi {
@@ -68,7 +71,10 @@ test(
   BOUND,
   async () => {
     const sockets = socketsSilentAtFirst(1);
-    const session = echoSession({ createWebSocket: sockets.createWebSocket, openTimeoutMs: 50 });
+    const session = echoSession({
+      createWebSocket: sockets.createWebSocket,
+      openTimeoutMs: OPENS_IN_TIME_MS,
+    });
     try {
       await assert.rejects(session.echo({ value: 'lost' }));
       assert.deepEqual(await session.echo({ value: 'recovered' }), { value: 'recovered' });
@@ -85,10 +91,13 @@ test(
   BOUND,
   async () => {
     const sockets = socketsSilentAtFirst(0);
-    const session = echoSession({ createWebSocket: sockets.createWebSocket, openTimeoutMs: 20 });
+    const session = echoSession({
+      createWebSocket: sockets.createWebSocket,
+      openTimeoutMs: OPENS_IN_TIME_MS,
+    });
     try {
       assert.deepEqual(await session.echo({ value: 'first' }), { value: 'first' });
-      await new Promise((resolve) => setTimeout(resolve, 60));
+      await new Promise((resolve) => setTimeout(resolve, OPENS_IN_TIME_MS + 100));
       assert.deepEqual(await session.echo({ value: 'second' }), { value: 'second' });
       assert.equal(sockets.served.connections.length, 1);
       assert.equal(sockets.served.connections[0].state, 'open');

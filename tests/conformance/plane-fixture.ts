@@ -145,6 +145,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const requests: ServiceRequestRecord[] = [];
   const stopped = new Set<string>();
   const discoveryDelays = new Map<string, number>();
+  const discoveryAnswers = new Map<string, number>();
   const jwksRequests: string[] = [];
   const counters = { jwksFetches: 0, signingKeyLookups: 0, requesterFetches: 0 };
 
@@ -185,6 +186,9 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       });
       const delay = url.pathname.startsWith('/.well-known/') ? discoveryDelays.get(id) : undefined;
       if (delay !== undefined) await sleep(delay);
+      if (url.pathname.startsWith('/.well-known/')) {
+        discoveryAnswers.set(id, (discoveryAnswers.get(id) ?? 0) + 1);
+      }
       return built[id].fetch(request, env, ctx);
     };
 
@@ -289,6 +293,10 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     slowDiscovery(id: FixtureServiceId, ms: number) {
       if (ms > 0) discoveryDelays.set(id, ms);
       else discoveryDelays.delete(id);
+    },
+    /** Discovery requests of `id` answered so far (after any {@link slowDiscovery} delay). */
+    discoveryAnswers(id: FixtureServiceId): number {
+      return discoveryAnswers.get(id) ?? 0;
     },
     /** Discovery requests `id` received. */
     discoveryRequests(id: FixtureServiceId) {

@@ -151,9 +151,10 @@ test('In-process session options: timeoutMs includes catalog resolution and toke
   // Discovery alone outlasts the budget and its grace: the caller's wait ends first.
   fx.slowDiscovery('svc-a', 700);
   using slow = fx.plane.abilitySession(echo({ timeoutMs: 100 }));
-  const started = Date.now();
   await assertRefusal(slow.whoami({}), { code: 'timeout', status: 504 });
-  assert.ok(Date.now() - started < 650, 'refused before discovery answered');
+  // Observed, not timed: on a busy machine the refusal may come late, but never after discovery.
+  assert.ok(fx.discoveryRequests('svc-a').length >= 1, 'discovery was asked');
+  assert.equal(fx.discoveryAnswers('svc-a'), 0, 'refused before discovery answered');
   // Discovery answers inside the grace, but past the budget: no service session is opened.
   fx.slowDiscovery('svc-a', 250);
   using exhausted = fx.plane.abilitySession(echo({ timeoutMs: 120 }));

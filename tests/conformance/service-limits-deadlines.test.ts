@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { DEFAULT_ABILITY_TIMEOUT_MS } from '../../src/core/deadline.ts';
+import { DEFAULT_ABILITY_TIMEOUT_MS, SVC_TIMEOUT_GRACE_MS } from '../../src/core/deadline.ts';
 import { SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
@@ -11,6 +11,7 @@ import type { RpcTransportFactory } from '../../src/caller/transports/outbound-m
 import { memoryWebSocketFactory } from '../../src/testing/mod.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
 import { echoAbility } from './fixture-abilities.ts';
+import { recordFiredTimers, steppableWallClock } from '../support/wall-clock.ts';
 
 const TIMEOUT = { code: 'timeout', status: 504, retryable: true } as const;
 const anyObject = z.record(z.string(), z.unknown());
@@ -159,10 +160,26 @@ test('Limits r3: a caller timeout ends the wait but does not cancel the peer', a
     transport,
   });
   const started = Date.now();
-  const error = await assertRefusal(session.sleep({ ms: 1200 }), TIMEOUT);
+  // Which timer ended the wait is read from the timers that had fired, not from the clock: they
+  // fire in deadline order however late a busy machine runs them.
+  const timers = recordFiredTimers();
+  let firedAtRefusal: number[];
+  let error: Error;
+  try {
+    error = await assertRefusal(
+      session.sleep({ ms: 1200 }).finally(() => (firedAtRefusal = [...timers.delays])),
+      TIMEOUT,
+    );
+  } finally {
+    timers.restore();
+  }
   const waited = Date.now() - started;
   assert.equal(error.name, 'SvcTimeoutError');
-  assert.ok(waited >= 300 && waited < 1200, `waited ${waited} ms (budget plus grace)`);
+  assert.ok(waited >= 300, `waited ${waited} ms (budget plus grace)`);
+  assert.ok(
+    Math.max(0, ...firedAtRefusal!) <= 100 + SVC_TIMEOUT_GRACE_MS,
+    `timers fired before the refusal: ${firedAtRefusal!.join(', ')} (budget plus grace)`,
+  );
   assert.equal(seen[0].finished, undefined);
   // The handler runs to its end on its own schedule.
   for (let i = 0; i < 60 && seen[0].finished !== true; i++) await delay(50);
@@ -267,17 +284,27 @@ test('Limits r3: a deadline does not bound a stream or its consumption', async (
 test('Limits r3: over HTTP-batch the budget is per call, over WebSocket fixed at open', async () => {
   const fx = await createFixture();
   const { token } = deployTimed(fx);
-  using overBatch = fx.session<TimedApi>('svc-c.timed', { token: await token, timeoutMs: 600 });
-  await overBatch.sleep({ ms: 350 });
-  await overBatch.sleep({ ms: 350 });
-  const socket = fx.webSocket('svc-c.timed');
-  using overSocket = fx.session<TimedApi>('svc-c.timed', {
-    token: await token,
-    timeoutMs: 600,
-    transport: socket.transport,
-  });
-  await overSocket.sleep({ ms: 350 });
-  await assertRefusal(overSocket.sleep({ ms: 350 }), TIMEOUT);
+  const issued = await token;
+  // The wall clock is moved past the budget between calls instead of slept through, so neither
+  // outcome depends on how fast a busy machine runs the calls.
+  const clock = steppableWallClock();
+  try {
+    using overBatch = fx.session<TimedApi>('svc-c.timed', { token: issued, timeoutMs: 600 });
+    await overBatch.sleep({ ms: 10 });
+    clock.advance(700);
+    await overBatch.sleep({ ms: 10 });
+    const socket = fx.webSocket('svc-c.timed');
+    using overSocket = fx.session<TimedApi>('svc-c.timed', {
+      token: issued,
+      timeoutMs: 600,
+      transport: socket.transport,
+    });
+    await overSocket.sleep({ ms: 10 });
+    clock.advance(700);
+    await assertRefusal(overSocket.sleep({ ms: 10 }), TIMEOUT);
+  } finally {
+    clock.restore();
+  }
 });
 
 test('Limits r3: over HTTP-batch, calls that waited for one token each forward their own budget', async () => {
@@ -285,18 +312,31 @@ test('Limits r3: over HTTP-batch, calls that waited for one token each forward t
   const { token } = deployTimed(fx);
   const issued = await token;
   const batch = fx.httpBatch('svc-c');
-  // A cold session: its one token request takes 800 ms of each call's 1000 ms budget.
+  // A cold session: its one token request answers 800 ms into each call's 1000 ms budget. The
+  // wall clock is moved by the test rather than waited for, so a busy machine cannot spend the
+  // first call's last 200 ms.
+  let answer: ((token: string) => void) | undefined;
   using session = fx.session<TimedApi>('svc-c.timed', {
-    requester: async () => (await delay(800), issued),
+    requester: () => new Promise<string>((resolve) => (answer = resolve)),
     transport: batch.transport,
     timeoutMs: 1000,
   });
-  const early = session.remaining({});
-  await delay(700);
-  // Started 700 ms later, this call shares the token request but has about 900 ms left when
-  // the token arrives, where the first has about 200.
-  const late = session.remaining({});
-  const [first, second] = await Promise.all([early, late]);
+  const clock = steppableWallClock();
+  let first: { remaining: number | null };
+  let second: { remaining: number | null };
+  try {
+    const early = session.remaining({});
+    for (let i = 0; i < 100 && answer === undefined; i++) await delay(5);
+    clock.advance(700);
+    // Started 700 ms later, this call shares the token request but has about 900 ms left when
+    // the token arrives, where the first has about 200.
+    const late = session.remaining({});
+    clock.advance(100);
+    answer!(issued);
+    [first, second] = await Promise.all([early, late]);
+  } finally {
+    clock.restore();
+  }
   assert.ok(first.remaining !== null && first.remaining <= 200, `first: ${first.remaining}`);
   assert.ok(second.remaining !== null && second.remaining > 500, `second: ${second.remaining}`);
   const forwarded = batch.exchanges.map((e) => Number(e.request.headers.get('x-svc-timeout')));
@@ -329,7 +369,7 @@ test('Limits r3: honoured from any caller without ingress, never an authorizatio
 
 test('Limits r3: whichever of the service ceiling and the caller budget expires first wins', async () => {
   const fx = await createFixture();
-  const { token } = deployTimed(fx, { methodMs: 400 });
+  const { seen, token } = deployTimed(fx, { methodMs: 400 });
   const timed = async (budget: string) => {
     const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': budget } });
     using session = fx.session<TimedApi>('svc-c.timed', {
@@ -343,8 +383,18 @@ test('Limits r3: whichever of the service ceiling and the caller budget expires 
   // Had the 5000 ms budget applied, the 1000 ms sleep would have succeeded.
   const ceiling = await timed('5000');
   assert.ok(ceiling >= 390, `ceiling: ${ceiling} ms`);
+  // Which deadline bounded a call is read from the deadline its handler was given (the one the
+  // wrapper enforces), not from how long the call took: on a busy machine a 60 ms budget can
+  // take longer than a 400 ms ceiling to be reported.
+  const ceilingGiven = seen[0].remainingAtStart;
+  assert.ok(
+    ceilingGiven !== undefined && ceilingGiven > 60 && ceilingGiven <= 400,
+    `ceiling given: ${ceilingGiven} ms`,
+  );
   const budget = await timed('60');
-  assert.ok(budget >= 55 && budget < 350, `budget: ${budget} ms`);
+  assert.ok(budget >= 55, `budget: ${budget} ms`);
+  const budgetGiven = seen[1].remainingAtStart;
+  assert.ok(budgetGiven !== undefined && budgetGiven <= 60, `budget given: ${budgetGiven} ms`);
   // Streams are never bounded by a ceiling: without a caller budget they see none.
   const socket = fx.webSocket('svc-c.timed');
   using session = fx.session<TimedApi>('svc-c.timed', {

@@ -52,3 +52,33 @@ export async function withMovableClocks(
     else Object.defineProperty(clock, 'now', ownNow);
   }
 }
+
+/** The delays of the timers that have fired since {@link recordFiredTimers}, in firing order. */
+export interface FiredTimers {
+  /** The requested delay (ms) of each timer whose callback has run. */
+  readonly delays: readonly number[];
+  /** Puts the real `setTimeout` back; call it in `finally`. */
+  restore(): void;
+}
+
+/**
+ * Records which timers fire, by their requested delay, so a test can tell which deadline ended
+ * a wait without timing it: timers fire in the order of their deadlines however late a busy
+ * machine runs them, while a measured wait can stretch past a longer deadline.
+ */
+export function recordFiredTimers(): FiredTimers {
+  const realSetTimeout = globalThis.setTimeout;
+  const delays: number[] = [];
+  globalThis.setTimeout =
+    ((callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) =>
+      realSetTimeout(() => {
+        delays.push(ms ?? 0);
+        callback(...args);
+      }, ms)) as typeof setTimeout;
+  return {
+    delays,
+    restore() {
+      globalThis.setTimeout = realSetTimeout;
+    },
+  };
+}
