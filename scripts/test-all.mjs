@@ -2,7 +2,7 @@
 // Runs the whole suite on Node, Deno, Bun and workerd and prints one `N passed, N failed` line per
 // runtime and a total. Exits non-zero when any runtime has a failure or ran no test.
 //
-// Usage: node scripts/test-all.mjs [--runtime node,deno,bun,workerd] [file filter substring...]
+// Usage: node scripts/test-all.mjs --help
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -12,12 +12,49 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 const ALL_RUNTIMES = ['node', 'deno', 'bun', 'workerd'];
 
+const USAGE = `Usage: node scripts/test-all.mjs [options] [filter...]
+
+Runs the test suite on each runtime and prints one summary line per runtime, then the total
+\`N passed, N failed\`. Exits 1 when a runtime has a failure or runs no test, 2 on a usage error.
+
+Options:
+  --runtime <list>  comma-separated runtimes to run (default: ${ALL_RUNTIMES.join(',')})
+  --verbose         print every runtime's full output, not only a failing one's
+  --help, -h        print this help and exit
+
+Filters: test files whose path contains any of the given substrings
+  (e.g. tests/caller or ability-session); tests/runtime/<name>/ runs only on <name>.
+`;
+
+/** Refuses a command line the runner cannot follow: the message, then the usage, exit 2. */
+function refuseUsage(message) {
+  console.error(`${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
 function parseArgs(argv) {
   const options = { runtimes: ALL_RUNTIMES, filters: [], verbose: false };
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--runtime') options.runtimes = argv[++i].split(',');
-    else if (argv[i] === '--verbose') options.verbose = true;
-    else options.filters.push(argv[i]);
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    } else if (arg === '--runtime') {
+      const list = argv[++i];
+      if (list === undefined || list.startsWith('-')) {
+        refuseUsage(`--runtime needs a list: ${ALL_RUNTIMES.join(',')}`);
+      }
+      options.runtimes = list.split(',').filter((name) => name !== '');
+      const unknown = options.runtimes.filter((name) => !ALL_RUNTIMES.includes(name));
+      if (unknown.length > 0 || options.runtimes.length === 0) {
+        refuseUsage(
+          `Unknown runtime ${unknown.map((name) => `"${name}"`).join(', ') || '(none given)'}: ` +
+            `the runtimes are ${ALL_RUNTIMES.join(', ')}`,
+        );
+      }
+    } else if (arg === '--verbose') options.verbose = true;
+    else if (arg.startsWith('-')) refuseUsage(`Unknown option ${arg}`);
+    else options.filters.push(arg);
   }
   return options;
 }
@@ -170,7 +207,6 @@ if (styleProblems.length) {
   process.exit(1);
 }
 
-const lines = [];
 let totalPassed = 0, totalFailed = 0, bad = false;
 for (const runtime of options.runtimes) {
   const files = testsFor(runtime, allTests, options.filters);
@@ -186,11 +222,9 @@ for (const runtime of options.runtimes) {
   const skipped = result.skipped ? `, ${result.skipped} skipped` : '';
   const line = `${runtime}: ${result.passed} passed, ${result.failed} failed${skipped}`;
   console.log(`${line}  (${files.length} files, ${seconds}s)`);
-  lines.push(line);
   totalPassed += result.passed;
   totalFailed += result.failed;
   if (result.failed || result.passed === 0) bad = true;
 }
-console.log(lines.join('\n'));
 console.log(`${totalPassed} passed, ${totalFailed} failed`);
 process.exit(bad ? 1 : 0);
