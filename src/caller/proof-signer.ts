@@ -1,6 +1,6 @@
 /**
  * The caller side of sender-constrained tokens: signs the proof of possession a service checks
- * (see `proof-verify.ts`) when a session opens with a token bound to the caller's key.
+ * (see `src/service/proof-verify.ts`) when a session opens with a token bound to the caller's key.
  *
  * Proof: compact JWS, header `{ alg: 'ES256', typ: 'svc-pop+jwt', jwk: <public P-256 JWK> }`,
  * claims `{ ath: base64url SHA-256 of the token, aud: target service id, ab: ability id, iat,
