@@ -9,7 +9,8 @@
  *
  * All three cache tokens (see `token-request-cache.ts`), share one fetch between concurrent
  * sessions, never cache a failure, and refuse locally to send a delegated `subject`: only
- * control-plane code may assert one. What the plane answers is read into a token or a typed failure in `token-answer.ts`.
+ * control-plane code may assert one. What the plane answers is read into a token or a typed
+ * failure in `token-answer.ts`.
  *
  * @module
  */
