@@ -13,22 +13,26 @@
  *
  * @module
  */
-import { decodeBase64Url } from '../core/base64url.ts';
-import { readBoundedBytes } from '../core/bounded-body.ts';
-import { MAX_CAPABILITY_TOKEN_BYTES } from '../core/capability-token.ts';
 import { refuseUnknownKeys } from '../core/config-values.ts';
-import {
-  CapabilityAuthError,
-  hasSvcErrorShape,
-  SvcConfigurationError,
-  type SvcErrorInfo,
-  svcErrorInfo,
-} from '../core/errors.ts';
+import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
 import { generateRequestId } from '../core/request-id.ts';
 import type { HmacSha256Key } from '../core/sha256.ts';
 import type { ProofSigner, TokenRequest, TokenRequester } from './ability-session.ts';
 import { jwkCapabilityProofSigner } from './proof-signer.ts';
+import {
+  fetchedTokenFrom,
+  invalidResponse,
+  MAX_TOKEN_RESPONSE_BYTES,
+  parseJson,
+  type ReadCapabilityToken,
+  readResponseText,
+  receivedErrorAsTokenFailure,
+  retryAfterMsOf,
+  tokenEndpointFailure,
+  tokenFromAnswer,
+  tokenRequestError,
+} from './token-answer.ts';
 import {
   capabilityTokenCacheKey,
   createCapabilityTokenCache,
@@ -46,12 +50,10 @@ import {
   signJwkTokenRequestAssertion,
 } from './token-request-signing.ts';
 
+export { MAX_TOKEN_RESPONSE_BYTES, tokenEndpointFailure } from './token-answer.ts';
+
 /** Path of the control plane's token endpoint. */
 export const CAPABILITY_TOKEN_ENDPOINT_PATH = '/.well-known/svc/capability-token';
-/** Largest token-endpoint response body a requester reads. */
-export const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
-/** Longest error detail kept from a problem body. */
-const MAX_ERROR_DETAIL_LENGTH = 512;
 
 /** A token request as the requesters accept it: the session's request, plus an optional TTL. */
 export interface RequesterTokenRequest extends TokenRequest {
@@ -247,111 +249,6 @@ function prepare(request: RequesterTokenRequest, defaultTtl: number | undefined)
   return prepared;
 }
 
-/** An error carrying the taxonomy fields of a failed token request, as a plain `Error`. */
-function tokenRequestError(
-  message: string,
-  info: SvcErrorInfo,
-  extra: { requestId?: string; cause?: unknown } = {},
-): Error {
-  const error = new Error(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
-  error.name = 'CapabilityTokenRequestError';
-  Object.assign(error, info);
-  if (extra.requestId !== undefined) Object.assign(error, { requestId: extra.requestId });
-  return error;
-}
-
-/**
- * Rebuilds a token endpoint error response as a plain error carrying `code`, `status`,
- * `retryable` and `reason` from its problem body, re-validated with `svcErrorInfo` so the plane
- * (or anything between) cannot make a refusal look retryable. A body without the taxonomy is
- * classified `internal` with the HTTP status.
- */
-export function tokenEndpointFailure(httpStatus: number, body: unknown, requestId?: string): Error {
-  const byStatus = svcErrorInfo({ code: 'internal', status: httpStatus });
-  const fromBody = hasSvcErrorShape(body) ? svcErrorInfo(body) : undefined;
-  // The body's taxonomy is believed only where it agrees with the HTTP status; otherwise the
-  // status decides, and the body can only take retryability away (a 403 answered with a 503
-  // body must not read as a transient outage, nor a 503 with a 403 body as a final refusal).
-  const info = fromBody !== undefined && fromBody.status === httpStatus ? fromBody : {
-    ...byStatus,
-    retryable: byStatus.retryable && fromBody?.retryable !== false,
-  };
-  const detail = (body as { detail?: unknown } | null)?.detail;
-  const message = typeof detail === 'string' && detail.length > 0
-    ? detail.slice(0, MAX_ERROR_DETAIL_LENGTH)
-    : `Capability token request failed with HTTP ${httpStatus}`;
-  return tokenRequestError(message, info, requestId !== undefined ? { requestId } : {});
-}
-
-/**
- * A `Retry-After` in delay-seconds, in milliseconds (an HTTP date is not read: it would need the
- * caller's clock to agree with the plane's).
- */
-function retryAfterMsOf(header: string | null): number | undefined {
-  return header !== null && /^[0-9]{1,9}$/.test(header.trim())
-    ? Number(header.trim()) * 1000
-    : undefined;
-}
-
-function invalidResponse(
-  requestId?: string,
-  message = 'The control plane answered a token request with an invalid body',
-): Error {
-  return tokenRequestError(
-    message,
-    { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
-    requestId !== undefined ? { requestId } : {},
-  );
-}
-
-/** What reading a token response body gave: its text, or why there is none. */
-type ResponseText = { text: string } | { problem: 'too_large' | 'not_utf8' };
-
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-async function readResponseText(response: Response): Promise<ResponseText> {
-  const bytes = await readBoundedBytes(response, MAX_TOKEN_RESPONSE_BYTES);
-  if (bytes === undefined) return { problem: 'too_large' };
-  try {
-    return { text: strictUtf8.decode(bytes) };
-  } catch {
-    return { problem: 'not_utf8' };
-  }
-}
-
-function parseJson(text: string | undefined): unknown {
-  if (text === undefined) return undefined;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
-/** The claims a token carries, read without verifying it (the service verifies). */
-function unverifiedClaims(token: string): Record<string, unknown> | undefined {
-  const segments = token.split('.');
-  if (segments.length !== 3) return undefined;
-  const bytes = decodeBase64Url(segments[1]);
-  if (bytes === undefined) return undefined;
-  const claims = parseJson(new TextDecoder().decode(bytes));
-  return claims !== null && typeof claims === 'object' && !Array.isArray(claims)
-    ? claims as Record<string, unknown>
-    : undefined;
-}
-
-/** A token as a response delivered it, with its claims read once for the checks after. */
-interface ReadCapabilityToken extends FetchedCapabilityToken {
-  claims: Record<string, unknown> | undefined;
-}
-
-/** `exp - iat` of a token's claims, as its lifetime. */
-function claimedLifetimeMs(claims: Record<string, unknown> | undefined): number | undefined {
-  return typeof claims?.exp === 'number' && typeof claims.iat === 'number'
-    ? (claims.exp - claims.iat) * 1000
-    : undefined;
-}
-
 /**
  * The token a plane answered, refused when it is not what was asked for: not a compact JWS,
  * another audience or caller, or fewer scopes. Presented, such a token would reach a service it
@@ -377,37 +274,6 @@ function answeringRequest(
     throw invalidResponse(undefined, `The capability token the control plane answered ${problem}`);
   }
   return fetched;
-}
-
-/**
- * A token and its lifetime from a token response (`{ token, expiresIn?, expiresAt? }`) or a bare
- * token string. Lifetimes are relative, so the caller's clock never needs to agree with the
- * plane's: the response's `expiresIn`, never more than the token's own `exp - iat`.
- */
-function fetchedTokenFrom(value: unknown, requestId?: string): ReadCapabilityToken {
-  const record = (typeof value === 'string' ? { token: value } : value) as
-    | Record<string, unknown>
-    | null
-    | undefined;
-  const token = record?.token;
-  // A token longer than any service accepts would only be carried around and refused.
-  if (
-    typeof token !== 'string' || token.length === 0 || token.length > MAX_CAPABILITY_TOKEN_BYTES
-  ) {
-    throw invalidResponse(requestId);
-  }
-  const expiresIn = record!.expiresIn;
-  const claims = unverifiedClaims(token);
-  const claimed = claimedLifetimeMs(claims);
-  const stated = typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn >= 0
-    ? expiresIn * 1000
-    : undefined;
-  // A response may not stretch a token past its own lifetime: a cached token outliving its
-  // `exp` would be presented, and refused, until the cache let it go.
-  const lifetimeMs = stated !== undefined && claimed !== undefined
-    ? Math.min(stated, claimed)
-    : stated ?? claimed;
-  return { token, lifetimeMs: lifetimeMs ?? 0, claims };
 }
 
 async function postTokenRequest(
@@ -556,56 +422,6 @@ export function controlPlaneJwkTokenRequester(
   return Object.assign(requester, {
     proveTokenPossession: jwkCapabilityProofSigner({ privateJwk: options.privateJwk }),
   });
-}
-
-/** A received error's message, bounded; a default when it has none. */
-function receivedMessage(error: object): string {
-  const message = (error as { message?: unknown }).message;
-  return typeof message === 'string' && message.length > 0
-    ? message.slice(0, MAX_ERROR_DETAIL_LENGTH)
-    : 'Capability token request failed';
-}
-
-function receivedErrorAsTokenFailure(error: unknown): unknown {
-  if (!hasSvcErrorShape(error)) {
-    // Anything else (a binding that lost its connection, a thrown string, an error whose fields
-    // the runtime dropped on the way) is the plane being unreachable, as for the HTTP
-    // requesters: typed, transient, the original kept as `cause`.
-    return tokenRequestError(
-      'The control plane could not be reached for a capability token',
-      { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
-      { cause: error },
-    );
-  }
-  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
-}
-
-/** Whether an answer is a refusal: an object with its own `error` member, whatever else it has. */
-function isRefusalAnswer(answer: unknown): answer is { error: unknown } {
-  return answer !== null && typeof answer === 'object' && Object.hasOwn(answer, 'error');
-}
-
-/**
- * A refusal the entrypoint answered as data, as the failure to throw. It is never a token, even
- * beside one; its fields are re-validated like a thrown error's, and a record without the
- * taxonomy is an invalid answer.
- */
-function refusalAsTokenFailure(error: unknown): Error {
-  if (!hasSvcErrorShape(error)) {
-    return invalidResponse(undefined, 'The control plane answered a refusal without its taxonomy');
-  }
-  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
-}
-
-/** The token an entrypoint answered, or the failure its answer stands for. */
-function tokenFromAnswer(answer: unknown): ReadCapabilityToken {
-  try {
-    if (isRefusalAnswer(answer)) throw refusalAsTokenFailure(answer.error);
-    return fetchedTokenFrom(answer);
-  } catch (error) {
-    // A getter on the answer that throws is an invalid answer, not the caller's failure.
-    throw hasSvcErrorShape(error) ? error : invalidResponse();
-  }
 }
 
 /**
