@@ -22,6 +22,7 @@ import {
   type RpcTransportFactory,
 } from './outbound-metadata.ts';
 import { peerMessageRefusal } from '../../service/peer-message-screen.ts';
+import { stacklessError } from '../../core/stackless.ts';
 
 /** A `fetch`-like function: how a caller reaches an in-process service or a service binding. */
 export type RpcFetch = (request: Request) => Promise<Response>;
@@ -170,7 +171,8 @@ class BatchClientTransport implements RpcTransport {
       return next;
     }
     this.#ended = true;
-    throw new Error('Batch RPC request ended.');
+    // Every batch ends this way: the end of its lines, not a failure, so no stack is captured.
+    throw stacklessError('Batch RPC request ended.');
   }
 
   abort(reason: unknown): void {
