@@ -43,7 +43,7 @@ import {
   signHmacTokenRequest,
   signJwkTokenRequestAssertion,
 } from '../src/caller/token-request-signing.ts';
-import { compareThroughput, type RoundRunner } from './measure.ts';
+import { compareConcurrent, compareThroughput, type RoundRunner } from './measure.ts';
 import type { Benchmark } from './run.ts';
 
 const ES256 = { name: 'ECDSA', hash: 'SHA-256' } as const;
@@ -262,6 +262,33 @@ export const benchmarks: Benchmark[] = [
         },
         await rawSigner(signingKey, token),
         { opsPerRound: 50, ...STEADY_STATE },
+      );
+    },
+  },
+  {
+    name: 'issue token, c=32 (plane.issueCapabilityToken vs subtle.sign)',
+    target: 0.9,
+    async run() {
+      const { plane, signingKey } = await sharedDeployment();
+      const request = {
+        callerServiceId: 'bench-caller',
+        targetServiceId: TARGET_ID,
+        abilityId: ABILITY_ID,
+        scopes: SCOPES,
+        callerAccess: 'service' as const,
+      };
+      const { token } = await plane.issueCapabilityToken(request);
+      const { signer } = await loadSigningAuthority([signingKey]);
+      const bytes = encoder.encode(token.slice(0, token.lastIndexOf('.')));
+      return await compareConcurrent(
+        async () => {
+          await plane.issueCapabilityToken(request);
+        },
+        async () => {
+          await crypto.subtle.sign(ES256, signer.privateKey, bytes);
+        },
+        32,
+        { opsPerRound: 256, ...STEADY_STATE },
       );
     },
   },

@@ -22,6 +22,8 @@ export interface CompareOptions {
   warmupMs?: number;
   /** Called before each round of ours (e.g. to give it fresh, never-seen inputs). */
   beforeOursRound?: () => void | Promise<void>;
+  /** Called once both sides warmed up, before the first measured round. */
+  onMeasureStart?: () => void;
 }
 
 /** Operations per second of each side, and the ratio ours / primitive. */
@@ -33,6 +35,11 @@ export interface Throughput {
    * skews one pair, not the result.
    */
   ratio: number;
+  /**
+   * The noise band of `ratio`: half the interquartile range of the round-pair ratios. Two runs
+   * on the same code differ by about this much; a ratio below its target by less is noise.
+   */
+  noise: number;
 }
 
 // Rounds shorter than this are dominated by timer resolution (some runtimes coarsen
@@ -48,10 +55,14 @@ async function timedRound(run: RoundRunner, count: number, before?: () => void |
   return performance.now() - started;
 }
 
-function median(values: number[]): number {
+/** The value below which a `fraction` of `values` lie (linear between neighbours). */
+export function quantile(values: number[], fraction: number): number {
+  if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+  const position = (sorted.length - 1) * fraction;
+  const below = Math.floor(position);
+  const above = Math.min(below + 1, sorted.length - 1);
+  return sorted[below] + (sorted[above] - sorted[below]) * (position - below);
 }
 
 /** Doubles the round size until a round lasts MIN_ROUND_MS, warming the side up meanwhile. */
@@ -86,6 +97,7 @@ export async function compareThroughput(
   const { budgetMs = 1000, beforeOursRound } = options;
   const oursCount = await calibrate(ours, options, beforeOursRound);
   const primitiveCount = await calibrate(primitive, options);
+  options.onMeasureStart?.();
   let oursMs = 0;
   let primitiveMs = 0;
   const pairRatios: number[] = [];
@@ -110,6 +122,55 @@ export async function compareThroughput(
   return {
     ours: (pairRatios.length * oursCount * 1000) / oursMs,
     primitive: (pairRatios.length * primitiveCount * 1000) / primitiveMs,
-    ratio: median(pairRatios),
+    ratio: quantile(pairRatios, 0.5),
+    noise: (quantile(pairRatios, 0.75) - quantile(pairRatios, 0.25)) / 2,
+  };
+}
+
+/** Throughput of both sides, with the median latency of one operation on each. */
+export interface LatencyThroughput extends Throughput {
+  p50Ms: { ours: number; primitive: number };
+}
+
+/**
+ * Like {@link compareThroughput}, for operations run `concurrency` at a time (each worker
+ * starts its next operation when its last one ends), recording every operation's latency.
+ */
+export async function compareConcurrent(
+  ours: () => Promise<void>,
+  primitive: () => Promise<void>,
+  concurrency: number,
+  options: CompareOptions = {},
+): Promise<LatencyThroughput> {
+  const latencies = { ours: [] as number[], primitive: [] as number[] };
+  const runner = (operation: () => Promise<void>, into: number[]): RoundRunner => {
+    return async (count) => {
+      let started = 0;
+      const worker = async () => {
+        while (started < count) {
+          started++;
+          const begin = performance.now();
+          await operation();
+          into.push(performance.now() - begin);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+    };
+  };
+  const measured = await compareThroughput(
+    runner(ours, latencies.ours),
+    runner(primitive, latencies.primitive),
+    {
+      ...options,
+      onMeasureStart() {
+        latencies.ours.length = 0;
+        latencies.primitive.length = 0;
+        options.onMeasureStart?.();
+      },
+    },
+  );
+  return {
+    ...measured,
+    p50Ms: { ours: quantile(latencies.ours, 0.5), primitive: quantile(latencies.primitive, 0.5) },
   };
 }

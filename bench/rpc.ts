@@ -1,16 +1,15 @@
 /**
  * RPC benchmarks: the service role (token verified in the session, input and output validated,
  * scopes checked) against raw Cap'n Web doing the same call with none of that, over the same
- * kind of transport, in the same run.
+ * kind of transport, interleaved in the same run.
  *
- * WebSocket benchmarks use a real loopback socket on 127.0.0.1 through the runtime's serving
- * helper (Node `serveNode`, Bun `serveBun`, Deno `serveDeno`); both sides use the same socket
- * transport class, so what differs is exactly our layer. The HTTP-batch benchmark runs in
- * process: our session against `service.fetch`, the primitive a plain Hono JSON route called
- * through `app.fetch`.
+ * Our side is served by the runtime's serving helper (Node `serveNode`, Bun `serveBun`, Deno
+ * `serveDeno`) and called through `abilitySession`. The primitive is raw Cap'n Web on the
+ * runtime's plain server and a raw client (see `raw-capnweb.ts`): nothing of ours on either
+ * end. In-process HTTP-batch hands each batch to `service.fetch` against raw Cap'n Web's
+ * `newHttpBatchRpcResponse`, both given a `Request` built the same way.
  */
-import { RpcSession, RpcTarget } from 'capnweb';
-import { Hono } from 'hono';
+import { newHttpBatchRpcResponse, newHttpBatchRpcSession, RpcTarget } from 'capnweb';
 import { z } from 'zod';
 import { type CapabilityTokenClaims, signCapabilityToken } from '../src/core/capability-token.ts';
 import { generateSigningKeyEntry, loadSigningAuthority } from '../src/plane/signing-keys.ts';
@@ -20,13 +19,9 @@ import { abilityMethod } from '../src/service/method.ts';
 import { createService, type SvcService } from '../src/service/service.ts';
 import { httpBatchRpc } from '../src/caller/transports/http-batch.ts';
 import { websocketRpc } from '../src/caller/transports/websocket.ts';
-import {
-  type RpcWebSocket,
-  WebSocketRpcTransport,
-} from '../src/service/websocket-rpc-transport.ts';
-import { resolveWebSocketUpgrader } from '../src/service/websocket-upgrade.ts';
 import type { FetchTarget, ServedServer } from '../src/adapters/serve-target.ts';
-import { compareThroughput } from './measure.ts';
+import { compareConcurrent, compareThroughput } from './measure.ts';
+import { rawCapnWebServer, rawHttpBatchMain, rawWebSocketMain } from './raw-capnweb.ts';
 import type { Benchmark } from './run.ts';
 
 const ISSUER = 'https://plane.bench';
@@ -100,20 +95,6 @@ class RawBenchTarget extends RpcTarget {
   }
 }
 
-/** Serves raw Cap'n Web sessions over the runtime's WebSocket upgrade, nothing else. */
-const rawWebSocketTarget: FetchTarget = {
-  fetch(request, env) {
-    const upgrader = resolveWebSocketUpgrader(env);
-    if (upgrader === undefined) return new Response('no upgrader', { status: 426 });
-    return upgrader.upgrade(request, env, (socket) => {
-      new RpcSession(
-        new WebSocketRpcTransport(socket as unknown as RpcWebSocket),
-        new RawBenchTarget(),
-      );
-    });
-  },
-};
-
 interface Loopback {
   serve(target: FetchTarget): Promise<ServedServer>;
   createWebSocket?: (url: string) => WebSocket;
@@ -176,16 +157,6 @@ function sessionOver(transport: ReturnType<typeof httpBatchRpc>, token: string) 
   });
 }
 
-/** A raw Cap'n Web client session over the same socket transport class. */
-function rawWebSocketSession(url: string, createWebSocket?: (url: string) => WebSocket) {
-  const wsUrl = url.replace(/^http/, 'ws');
-  const socket = createWebSocket?.(wsUrl) ?? new WebSocket(wsUrl);
-  const session = new RpcSession<RawBenchTarget>(
-    new WebSocketRpcTransport(socket as unknown as RpcWebSocket),
-  );
-  return session.getRemoteMain();
-}
-
 async function drain(stream: ReadableStream<{ i: number }>, expected: number): Promise<void> {
   const reader = stream.getReader();
   let seen = 0;
@@ -201,17 +172,30 @@ function checkEcho(output: Item): void {
   if (output.count !== INPUT.count) throw new Error('echo returned the wrong value');
 }
 
-/** Starts both WebSocket servers and both client sessions; `close` ends all four. */
-async function webSocketPair() {
+/** Our served service and a raw Cap'n Web server, both on loopback; `close` stops both. */
+async function loopbackPair() {
   const { serve, createWebSocket } = await loopback();
   const { service, token } = await benchService();
   const ours = await serve(service);
-  const raw = await serve(rawWebSocketTarget);
-  const session = sessionOver(
-    websocketRpc(`${ours.url}${RPC_PATH}`, createWebSocket ? { createWebSocket } : {}),
+  const raw = await rawCapnWebServer(() => new RawBenchTarget());
+  return {
+    ours,
+    raw,
     token,
+    createWebSocket,
+    close: () => Promise.all([ours.close(), raw.close()]),
+  };
+}
+
+/** Starts both servers and both WebSocket client sessions; `close` ends all four. */
+async function webSocketPair() {
+  const servers = await loopbackPair();
+  const { createWebSocket } = servers;
+  const session = sessionOver(
+    websocketRpc(`${servers.ours.url}${RPC_PATH}`, createWebSocket ? { createWebSocket } : {}),
+    servers.token,
   );
-  const rawMain = rawWebSocketSession(raw.url, createWebSocket);
+  const rawMain = rawWebSocketMain<RawBenchTarget>(servers.raw.url);
   // First calls open the sockets (and authenticate ours) outside the measurement.
   checkEcho(await session.echo(INPUT));
   checkEcho(await rawMain.echo(INPUT));
@@ -221,16 +205,64 @@ async function webSocketPair() {
     async close() {
       disposeAbilitySession(session);
       rawMain[Symbol.dispose]();
-      await Promise.all([ours.close(), raw.close()]);
+      await servers.close();
     },
   };
+}
+
+/**
+ * Unary calls over loopback HTTP-batch, `concurrency` at a time: each worker has its own
+ * session on each side, so every call is one batch (one POST) on both.
+ */
+async function loopbackHttpBatch(concurrency: number) {
+  const servers = await loopbackPair();
+  const ourSessions = Array.from(
+    { length: concurrency },
+    () => sessionOver(httpBatchRpc(`${servers.ours.url}${RPC_PATH}`), servers.token),
+  );
+  let nextOurs = 0;
+  try {
+    return await compareConcurrent(
+      async () => {
+        const session = ourSessions[nextOurs++ % concurrency];
+        checkEcho(await session.echo(INPUT));
+      },
+      async () => {
+        using main = rawHttpBatchMain<RawBenchTarget>(servers.raw.url);
+        checkEcho(await main.echo(INPUT));
+      },
+      concurrency,
+      { opsPerRound: 4 * concurrency, warmupMs: 500, budgetMs: 2000 },
+    );
+  } finally {
+    for (const session of ourSessions) disposeAbilitySession(session);
+    await servers.close();
+  }
+}
+
+/**
+ * Raw Cap'n Web's in-process HTTP batch: its client posts through the global `fetch`, so for
+ * this origin the bench hands the request straight to `newHttpBatchRpcResponse`.
+ */
+const RAW_IN_PROCESS_ORIGIN = 'http://raw-capnweb.bench.internal';
+
+function withInProcessRawFetch<T>(run: () => Promise<T>): Promise<T> {
+  const original = globalThis.fetch;
+  globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
+    const request = new Request(input, init);
+    if (!request.url.startsWith(RAW_IN_PROCESS_ORIGIN)) return original(request);
+    return newHttpBatchRpcResponse(request, new RawBenchTarget());
+  }) as typeof fetch;
+  return run().finally(() => {
+    globalThis.fetch = original;
+  });
 }
 
 /** The RPC benchmarks run by `npm run bench`. */
 export const benchmarks: Benchmark[] = [
   {
     name: "unary call over WebSocket (abilitySession vs raw Cap'n Web)",
-    target: 0.9,
+    target: 0.95,
     async run() {
       const pair = await webSocketPair();
       try {
@@ -241,7 +273,7 @@ export const benchmarks: Benchmark[] = [
           async (count) => {
             for (let i = 0; i < count; i++) checkEcho(await pair.rawMain.echo(INPUT));
           },
-          { opsPerRound: 200 },
+          { opsPerRound: 200, warmupMs: 500, budgetMs: 2000 },
         );
       } finally {
         await pair.close();
@@ -249,15 +281,15 @@ export const benchmarks: Benchmark[] = [
     },
   },
   {
-    name: 'streamed items over WebSocket (validated stream vs raw ReadableStream)',
-    target: 0.9,
+    name: "streamed items over WebSocket (validated stream vs raw Cap'n Web stream)",
+    target: 0.95,
     async run() {
       const pair = await webSocketPair();
       try {
         return await compareThroughput(
           async (count) => drain(await pair.session.ticks({ n: count }), count),
           async (count) => drain(await pair.rawMain.ticks(count), count),
-          { opsPerRound: 5000 },
+          { opsPerRound: 5000, warmupMs: 500, budgetMs: 2000 },
         );
       } finally {
         await pair.close();
@@ -265,31 +297,33 @@ export const benchmarks: Benchmark[] = [
     },
   },
   {
-    name: 'authenticated unary call over HTTP-batch in-process (vs Hono JSON route)',
-    target: 0.2,
+    name: "unary call over HTTP-batch loopback, c=1 (vs raw Cap'n Web batch)",
+    target: 0.8,
+    run: () => loopbackHttpBatch(1),
+  },
+  {
+    name: "unary call over HTTP-batch loopback, c=32 (vs raw Cap'n Web batch)",
+    run: () => loopbackHttpBatch(32),
+  },
+  {
+    name: "unary call over HTTP-batch in process, c=1 (vs raw Cap'n Web batch)",
+    target: 0.7,
     async run() {
       const { service, token } = await benchService();
       using session = sessionOver(httpBatchRpc((request) => service.fetch(request)), token);
-      const app = new Hono();
-      app.post('/echo', async (c) => c.json(await c.req.json()));
-      const callHono = async () => {
-        const response = await app.fetch(
-          new Request('http://bench.internal/echo', {
-            method: 'POST',
-            headers: { 'Content-Type': 'application/json' },
-            body: JSON.stringify(INPUT),
-          }),
-        );
-        return await response.json() as Item;
-      };
-      return await compareThroughput(
-        async (count) => {
-          for (let i = 0; i < count; i++) checkEcho(await session.echo(INPUT));
-        },
-        async (count) => {
-          for (let i = 0; i < count; i++) checkEcho(await callHono());
-        },
-        { opsPerRound: 200 },
+      return await withInProcessRawFetch(() =>
+        compareThroughput(
+          async (count) => {
+            for (let i = 0; i < count; i++) checkEcho(await session.echo(INPUT));
+          },
+          async (count) => {
+            for (let i = 0; i < count; i++) {
+              using main = newHttpBatchRpcSession<RawBenchTarget>(RAW_IN_PROCESS_ORIGIN);
+              checkEcho(await main.echo(INPUT));
+            }
+          },
+          { opsPerRound: 200, warmupMs: 500, budgetMs: 2000 },
+        )
       );
     },
   },

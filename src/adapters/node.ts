@@ -11,10 +11,10 @@
  * @module
  */
 import { createAdaptorServer } from '@hono/node-server';
-import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
-import { readBoundedBytes } from '../core/bounded-body.ts';
+import { markServerFramedBody, readBoundedBytes } from '../core/bounded-body.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
@@ -348,6 +348,25 @@ export function attachWebSocketUpgrades(
 }
 
 /**
+ * Node's HTTP parser never delivers more body than a request's `Content-Length`: its body may
+ * be read whole (`@hono/node-server` then reads the socket directly instead of building a web
+ * stream for it). A read that gives up ends the connection once its answer (a 408) is written,
+ * so a sender that stalls holds nothing afterwards.
+ */
+function markFramed(
+  request: Request,
+  nodeEnv: { incoming?: IncomingMessage; outgoing?: ServerResponse },
+): void {
+  const { incoming, outgoing } = nodeEnv;
+  if (incoming === undefined || outgoing === undefined) return;
+  if (request.method === 'GET' || request.method === 'HEAD') return;
+  markServerFramedBody(request, () => {
+    if (outgoing.writableFinished) incoming.destroy();
+    else outgoing.once('close', () => incoming.destroy());
+  });
+}
+
+/**
  * Serves `target` on Node. Each request's `env` carries `options.env` and Node's `incoming` and
  * `outgoing`; upgrades also carry the Node WebSocket upgrader, so `serveRpc` finds it. A
  * WebSocket message above `MAX_WEBSOCKET_PAYLOAD_BYTES` (32 MiB) closes its connection with
@@ -367,7 +386,10 @@ export async function serveNode(
     hostname,
     // Replacing the global Request/Response would change the application's behaviour.
     overrideGlobalObjects: false,
-    fetch: (request, nodeEnv) => target.fetch(request, { ...userEnv, ...nodeEnv }),
+    fetch: (request, nodeEnv) => {
+      markFramed(request, nodeEnv as { incoming?: IncomingMessage; outgoing?: ServerResponse });
+      return target.fetch(request, { ...userEnv, ...nodeEnv });
+    },
   }) as Server;
   // The hostname is the HTTP path's default host too, so both build the same URLs.
   const upgrades = attachUpgrades(server, target, userEnv, hostname);

@@ -32,6 +32,7 @@ import {
   resolveWebSocketUpgrader,
   type WebSocketUpgrader,
 } from './websocket-upgrade.ts';
+import { withoutStackCapture } from '../core/stackless.ts';
 
 /** The transport a session arrived on. */
 export type RpcServeTransport = 'http-batch' | 'websocket';
@@ -441,7 +442,8 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   }
   const body = transport.takeBody();
   // Ending the session disposes what it exported; nothing can reach them after the response.
-  session.getRemoteMain()[Symbol.dispose]();
+  // Cap'n Web builds an Error for the shutdown, every batch: a signal, so no stack is captured.
+  withoutStackCapture(() => session.getRemoteMain()[Symbol.dispose]());
   return new Response(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
 }
 

@@ -12,6 +12,7 @@
 import type { RpcTransport } from 'capnweb';
 import { hasSvcErrorShape, SvcInternalError } from '../core/errors.ts';
 import { peerMessageRefusal, type RpcReceiver } from './peer-message-screen.ts';
+import { type CountableRpcSession, sessionExportCounter } from './session-export-count.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */
 export interface RpcWebSocket {
@@ -51,15 +52,13 @@ export const SEND_BUFFER_FULL_CLOSE = Object.freeze({
 
 /**
  * How many received messages pass between two counts of a session's entries. Counting walks the
- * session's tables, so it runs once per batch of messages: a flood passes the limit by at most
- * this many entries before the session ends.
+ * session's exports table, so it runs once per batch of messages: a flood passes the limit by at
+ * most this many entries before the session ends.
  */
 export const SESSION_ENTRY_CHECK_INTERVAL = 64;
 
-/** What an entry limit reads: Cap'n Web's `RpcSession.getStats()`. */
-export interface RpcSessionStats {
-  getStats(): { exports: number };
-}
+/** What an entry limit reads: Cap'n Web's `RpcSession`. */
+export type RpcSessionStats = CountableRpcSession;
 
 /** A close frame's reason carries at most 123 UTF-8 bytes (125 minus the 2-byte code). */
 const MAX_CLOSE_REASON_BYTES = 123;
@@ -141,7 +140,7 @@ export class WebSocketRpcTransport implements RpcTransport {
   #received: string[] = [];
   #waiting: { resolve(message: string): void; reject(error: unknown): void } | undefined;
   #error: unknown;
-  #entryLimit: { session: RpcSessionStats; maxEntries: number } | undefined;
+  #entryLimit: { countExports: () => number; maxEntries: number } | undefined;
   #receivedSinceCount = 0;
   #maxBufferedBytes: number;
   #receiver: RpcReceiver;
@@ -215,7 +214,7 @@ export class WebSocketRpcTransport implements RpcTransport {
    * many as the flow-control window allows.
    */
   limitEntries(session: RpcSessionStats, maxEntries: number): void {
-    this.#entryLimit = { session, maxEntries };
+    this.#entryLimit = { countExports: sessionExportCounter(session), maxEntries };
   }
 
   /**
@@ -301,8 +300,8 @@ export class WebSocketRpcTransport implements RpcTransport {
     waiting.reject(error);
   }
 
-  #entryLimitError(limit: { session: RpcSessionStats; maxEntries: number }) {
-    if (limit.session.getStats().exports <= limit.maxEntries) return undefined;
+  #entryLimitError(limit: { countExports: () => number; maxEntries: number }) {
+    if (limit.countExports() <= limit.maxEntries) return undefined;
     return new SvcInternalError(
       `RPC session holds more than ${limit.maxEntries} calls and references from its peer; ` +
         'release results before pushing more',

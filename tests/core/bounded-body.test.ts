@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import {
   BodyReadTimeout,
   discardBody,
+  markServerFramedBody,
   readBoundedBytes,
   readBoundedText,
 } from '../../src/core/bounded-body.ts';
@@ -86,4 +87,66 @@ test('discardBody cancels an unread body and never throws, even on a locked one'
   const { stream: locked } = chunkedBody(['ab']);
   locked.getReader();
   assert.doesNotThrow(() => discardBody(message(locked)));
+});
+
+/**
+ * A request as a serving helper marks it: its `arrayBuffer()` is the runtime's whole read (here
+ * answering `delivered`, or never), its stream is counted if anything reads it instead.
+ */
+function framedMessage(
+  headers: HeadersInit,
+  delivered: string | undefined,
+  chunks: string[] = [delivered ?? ''],
+) {
+  const { stream, seen } = chunkedBody(chunks);
+  const record = { wholeReads: 0, abandoned: 0, streamRead: () => seen.pulled };
+  const framed = {
+    headers: new Headers(headers),
+    body: stream,
+    arrayBuffer(): Promise<ArrayBuffer> {
+      record.wholeReads++;
+      if (delivered === undefined) return new Promise(() => {});
+      return Promise.resolve(encoder.encode(delivered).buffer as ArrayBuffer);
+    },
+  };
+  markServerFramedBody(framed, () => record.abandoned++);
+  return { framed, record };
+}
+
+test('a server-framed body declared within the limit is read whole, not through its stream', async () => {
+  const { framed, record } = framedMessage({ 'Content-Length': '5' }, 'hello');
+  assert.equal(await readBoundedText(framed, 6, { timeoutMs: 10_000 }), 'hello');
+  assert.equal(record.wholeReads, 1);
+  assert.equal(record.streamRead(), 0);
+});
+
+test('a server-framed body that delivers more than the limit is refused all the same', async () => {
+  const { framed } = framedMessage({ 'Content-Length': '5' }, 'far more than five bytes');
+  assert.equal(await readBoundedBytes(framed, 6), undefined);
+});
+
+test('a server-framed body that stalls times out, and its connection is abandoned', async () => {
+  const { framed, record } = framedMessage({ 'Content-Length': '5' }, undefined);
+  await assert.rejects(readBoundedBytes(framed, 6, { timeoutMs: 50 }), BodyReadTimeout);
+  assert.equal(record.abandoned, 1);
+});
+
+test('a server-framed body without a length, or with a transfer coding, is read counting chunks', async () => {
+  const headerSets: Record<string, string>[] = [
+    {},
+    { 'Content-Length': '5', 'Transfer-Encoding': 'chunked' },
+  ];
+  for (const headers of headerSets) {
+    const { framed, record } = framedMessage(headers, 'hello', ['aaaa', 'bbbb', 'cccc']);
+    assert.equal(await readBoundedBytes(framed, 6), undefined);
+    assert.equal(record.wholeReads, 0);
+    assert.ok(record.streamRead() <= 8, `pulled ${record.streamRead()}`);
+  }
+});
+
+test('an unmarked request is read counting chunks, whatever its Content-Length says', async () => {
+  const { stream, seen } = chunkedBody(['aaaa', 'bbbb', 'cccc', 'dddd']);
+  const lying = { ...message(stream, { 'Content-Length': '2' }), arrayBuffer: () => assert.fail() };
+  assert.equal(await readBoundedBytes(lying, 6), undefined);
+  assert.ok(seen.pulled <= 8, `pulled ${seen.pulled}`);
 });

@@ -22,6 +22,7 @@ import {
   type RpcTransportFactory,
 } from './outbound-metadata.ts';
 import { peerMessageRefusal } from '../../service/peer-message-screen.ts';
+import { stacklessError, withoutStackCapture } from '../../core/stackless.ts';
 
 /** A `fetch`-like function: how a caller reaches an in-process service or a service binding. */
 export type RpcFetch = (request: Request) => Promise<Response>;
@@ -170,7 +171,8 @@ class BatchClientTransport implements RpcTransport {
       return next;
     }
     this.#ended = true;
-    throw new Error('Batch RPC request ended.');
+    // Every batch ends this way: the end of its lines, not a failure, so no stack is captured.
+    throw stacklessError('Batch RPC request ended.');
   }
 
   abort(reason: unknown): void {
@@ -228,7 +230,9 @@ function openBatch(
     }
     return answer;
   });
-  const session = new RpcSession(transport);
+  // With no main object of its own, Cap'n Web builds an Error per session for a peer that
+  // would call one: a batch never offers one, so no stack is captured for it.
+  const session = withoutStackCapture(() => new RpcSession(transport));
   const main = session.getRemoteMain() as unknown as RpcMainStub;
   let closed = false;
   return {
