@@ -11,7 +11,7 @@ import {
 } from '../../../src/service/discovery.ts';
 import { abilityMethod } from '../../../src/service/method.ts';
 import { generateOpenApiDocument } from '../../../src/plane/rest/openapi.ts';
-import { queryFallbackFields } from '../../../src/plane/rest/openapi-schemas.ts';
+import { queryFallbackFields } from '../../../src/plane/rest/query-fallback.ts';
 import {
   createFixtureStats,
   echoAbility,
