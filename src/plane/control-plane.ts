@@ -1,6 +1,6 @@
 /**
- * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint and the
- * in-process typed session, as one pure `fetch`.
+ * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint, the
+ * OpenAPI document and the in-process typed session, as one pure `fetch`.
  *
  * @module
  */
@@ -23,6 +23,7 @@ import {
   type IssuedCapabilityToken,
 } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
+import { mountOpenApi, OPENAPI_PATH } from './rest/openapi-route.ts';
 import { planeRequestFailed } from './request-failure.ts';
 import {
   checkSigningKeyEntries,
@@ -69,11 +70,14 @@ export interface IssueForCallerOptions {
 
 /** The control plane returned by {@link createControlPlane}. */
 export interface ControlPlane {
-  /** The Hono app behind `fetch` (JWKS and token endpoint), for mounting inside a larger app. */
+  /**
+   * The Hono app behind `fetch` (JWKS, token endpoint, OpenAPI document), for mounting inside
+   * a larger app.
+   */
   readonly app: Hono;
   /**
-   * Serves the plane's routes: `GET /.well-known/svc/jwks.json` and
-   * `POST /.well-known/svc/capability-token`. `env` holds the runtime's bindings (read by a
+   * Serves the plane's routes: `GET /.well-known/svc/jwks.json`,
+   * `POST /.well-known/svc/capability-token` and `GET /openapi.json`. `env` holds the runtime's bindings (read by a
    * `signingKeys(env)` function); `ctx` is the runtime's execution context, passed through.
    */
   fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
@@ -217,6 +221,17 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     CAPABILITY_TOKEN_PATH,
     (c) => tokenEndpoint(c.req.raw, contextRequestId(c), c),
   );
+
+  if (resolved.openapi !== undefined) {
+    mountOpenApi(app, {
+      catalog,
+      options: resolved.openapi,
+      publicOrigins: resolved.publicOrigins,
+      planePaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH, OPENAPI_PATH],
+      ...(resolved.httpCache !== undefined ? { httpCache: resolved.httpCache } : {}),
+      log,
+    });
+  }
 
   const sessions = createInProcessSessions({
     planeServiceId: resolved.id,

@@ -362,7 +362,8 @@ export function createInProcessSessions(deps: SessionDependencies) {
       const shape = tokenShapeForCaller(caller, deps.planeServiceId);
       let selected: SelectedTransport | undefined;
       const requestToken = async () => {
-        const target = await deps.catalog.target(targetServiceId, bindings, 'token', {
+        // A call through the plane, not a token request: the `default` purpose's snapshot.
+        const target = await deps.catalog.target(targetServiceId, bindings, 'default', {
           ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
         });
         checkCatalogAccess(target, abilityId, shape.callerAccess);
