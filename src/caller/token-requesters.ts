@@ -21,7 +21,6 @@ import {
   CapabilityAuthError,
   hasSvcErrorShape,
   SvcConfigurationError,
-  type SvcErrorInfo,
   svcErrorInfo,
 } from '../core/errors.ts';
 import { httpBaseUrlProblem, parseConfiguredUrl } from '../core/http-url.ts';
@@ -45,6 +44,7 @@ import {
   signHmacTokenRequest,
   signJwkTokenRequestAssertion,
 } from './token-request-signing.ts';
+import { CapabilityTokenRequestError } from './token-request-error.ts';
 
 /** Path of the control plane's token endpoint. */
 export const CAPABILITY_TOKEN_ENDPOINT_PATH = '/.well-known/svc/capability-token';
@@ -247,19 +247,6 @@ function prepare(request: RequesterTokenRequest, defaultTtl: number | undefined)
   return prepared;
 }
 
-/** An error carrying the taxonomy fields of a failed token request, as a plain `Error`. */
-function tokenRequestError(
-  message: string,
-  info: SvcErrorInfo,
-  extra: { requestId?: string; cause?: unknown } = {},
-): Error {
-  const error = new Error(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
-  error.name = 'CapabilityTokenRequestError';
-  Object.assign(error, info);
-  if (extra.requestId !== undefined) Object.assign(error, { requestId: extra.requestId });
-  return error;
-}
-
 /**
  * Rebuilds a token endpoint error response as a plain error carrying `code`, `status`,
  * `retryable` and `reason` from its problem body, re-validated with `svcErrorInfo` so the plane
@@ -280,7 +267,11 @@ export function tokenEndpointFailure(httpStatus: number, body: unknown, requestI
   const message = typeof detail === 'string' && detail.length > 0
     ? detail.slice(0, MAX_ERROR_DETAIL_LENGTH)
     : `Capability token request failed with HTTP ${httpStatus}`;
-  return tokenRequestError(message, info, requestId !== undefined ? { requestId } : {});
+  return new CapabilityTokenRequestError(
+    message,
+    info,
+    requestId !== undefined ? { requestId } : {},
+  );
 }
 
 /**
@@ -297,7 +288,7 @@ function invalidResponse(
   requestId?: string,
   message = 'The control plane answered a token request with an invalid body',
 ): Error {
-  return tokenRequestError(
+  return new CapabilityTokenRequestError(
     message,
     { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
     requestId !== undefined ? { requestId } : {},
@@ -433,7 +424,7 @@ async function postTokenRequest(
   try {
     response = await fetchToken(request);
   } catch (cause) {
-    throw tokenRequestError(
+    throw new CapabilityTokenRequestError(
       'The control plane could not be reached for a capability token',
       { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
       { requestId, cause },
@@ -571,13 +562,13 @@ function receivedErrorAsTokenFailure(error: unknown): unknown {
     // Anything else (a binding that lost its connection, a thrown string, an error whose fields
     // the runtime dropped on the way) is the plane being unreachable, as for the HTTP
     // requesters: typed, transient, the original kept as `cause`.
-    return tokenRequestError(
+    return new CapabilityTokenRequestError(
       'The control plane could not be reached for a capability token',
       { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
       { cause: error },
     );
   }
-  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
+  return new CapabilityTokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
 }
 
 /** Whether an answer is a refusal: an object with its own `error` member, whatever else it has. */
@@ -594,7 +585,7 @@ function refusalAsTokenFailure(error: unknown): Error {
   if (!hasSvcErrorShape(error)) {
     return invalidResponse(undefined, 'The control plane answered a refusal without its taxonomy');
   }
-  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
+  return new CapabilityTokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
 }
 
 /** The token an entrypoint answered, or the failure its answer stands for. */
