@@ -58,7 +58,7 @@ export function fakeSession(transport: RpcTransportFactory, requestId: string) {
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     requestToken: () => Promise.resolve(FAKE_TOKEN),
     transport,
     requestId,
