@@ -55,9 +55,19 @@ interface Verdict {
 async function verdictOf(
   token: string,
   claims: Record<string, unknown> | undefined,
-  options: { jwks?: string; issuer?: string; audience?: string },
+  options: { jwks?: string; issuer?: string; audience?: string; claimsProblem?: string },
 ): Promise<Verdict> {
   if (options.jwks === undefined) {
+    // A claim set that cannot be read is refused by every service, keys or not.
+    if (options.claimsProblem !== undefined) {
+      return {
+        verified: false,
+        valid: false,
+        reason: 'invalid_claims',
+        status: 401,
+        message: `refused: invalid_claims (401): ${options.claimsProblem}`,
+      };
+    }
     return { verified: false, message: 'not verified: pass --jwks <plane or JWKS url>' };
   }
   const url = jwksUrl(options.jwks);
@@ -121,6 +131,7 @@ export async function tokenInspect(args: readonly string[], output: CliOutput): 
     ...(parsed.values.has('jwks') ? { jwks: parsed.values.get('jwks') } : {}),
     ...(parsed.values.has('issuer') ? { issuer: parsed.values.get('issuer') } : {}),
     ...(parsed.values.has('audience') ? { audience: parsed.values.get('audience') } : {}),
+    ...(claimsProblem !== undefined ? { claimsProblem } : {}),
   });
   if (output.json) {
     output.data({

@@ -183,6 +183,10 @@ test('token inspect gives the exact refusal reason and exits 4', BOUND, async ()
   const badSignature = await svcplane(['token', 'inspect', forged, '--jwks', demo.urls.plane]);
   assert.equal(badSignature.code, 4);
   assert.match(badSignature.stdout, /refused: bad_signature/);
+  // Without keys, a claim set no service would read is still refused.
+  const garbage = await svcplane(['token', 'inspect', 'not.a.token']);
+  assert.equal(garbage.code, 4);
+  assert.match(garbage.stdout, /^verdict +refused: invalid_claims/m);
 });
 
 test('token request for a scope not granted exits 4 with the plane reason', BOUND, async () => {
