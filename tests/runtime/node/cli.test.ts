@@ -237,6 +237,29 @@ test('token request (JWK) returns a token bound to the caller key', BOUND, async
   const { claims } = JSON.parse(run.stdout);
   assert.equal(claims.sub, 'shipping');
   assert.equal(typeof claims.cnf?.jkt, 'string');
+
+  // A call with the same key: its session proves possession of the key the token is bound to.
+  const reserve = await svcplane([
+    'call',
+    demo.urls.orders,
+    'orders.catalog.reserve',
+    '{"sku":"tea-01","quantity":2}',
+    '--caller',
+    'shipping',
+    '--plane',
+    demo.urls.plane,
+    '--client-id',
+    clientId,
+    '--jwk',
+    jwkFile,
+    '--key-id',
+    keyId,
+    '--transport',
+    'websocket',
+    '--json',
+  ]);
+  assert.equal(reserve.code, 0, reserve.stderr);
+  assert.deepEqual(JSON.parse(reserve.stdout), { reserved: true });
 });
 
 test(
