@@ -11,6 +11,8 @@ export default defineConfig({
     'src/adapters/deno.ts',
     'src/adapters/workers.ts',
     'src/testing/mod.ts',
+    // The `svcplane` command (package.json `bin`); its shebang line is kept.
+    'src/cli/main.ts',
   ].filter((entry) => entry === 'mod.ts' || existsSync(entry)),
   format: ['esm'],
   dts: { compilerOptions: { ignoreDeprecations: '6.0' } },

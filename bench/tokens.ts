@@ -10,7 +10,7 @@ import {
   signCapabilityToken,
   verifyCapabilityToken,
 } from '../src/core/capability-token.ts';
-import { type SigningAuthority } from '../src/plane/signing-keys.ts';
+import type { SigningAuthority } from '../src/plane/signing-keys.ts';
 import { generateSigningKeyEntry, loadSigningAuthority } from '../src/plane/signing-keys.ts';
 import type { Benchmark } from './run.ts';
 import { compareThroughput } from './measure.ts';

@@ -45,6 +45,11 @@ export interface TourStep {
 /** A running demo deployment. */
 export interface DemoDeployment {
   urls: { plane: string; orders: string; ledger: string };
+  /** The two callers' plane credentials, made at start (for the CLI and its tests). */
+  callers: {
+    billing: { serviceId: 'billing'; clientId: string; clientSecret: string };
+    shipping: { serviceId: 'shipping'; clientId: string; keyId: string; privateJwk: JsonWebKey };
+  };
   /** Runs the tour once; every step reports instead of throwing. */
   runTour(): Promise<TourStep[]>;
   /** Stops the three servers. */
@@ -353,6 +358,15 @@ export async function startDemo(): Promise<DemoDeployment> {
 
     return {
       urls: { plane: planeUrl, orders: ordersServer.url, ledger: ledgerServer.url },
+      callers: {
+        billing: { serviceId: 'billing', clientId: 'billing-client', clientSecret: hmacSecret },
+        shipping: {
+          serviceId: 'shipping',
+          clientId: 'shipping-client',
+          keyId: shippingKey.kid,
+          privateJwk: shippingKey.privateJwk,
+        },
+      },
       runTour,
       close,
     };

@@ -1,6 +1,6 @@
 /**
  * Checks the built package (`dist/`, after `npm run build`) the way an installing project meets
- * it: every path `exports` names exists, and every module the built code or its type declarations
+ * it: every path `exports` names exists, every `bin` exists and starts with its shebang, and every module the built code or its type declarations
  * import is either a `node:` built-in or a package this one lists in `dependencies`. A
  * devDependency imported from a published `.d.ts` turns the consumer's types into `unknown`
  * without any error here, so this is checked, not assumed.
@@ -43,6 +43,23 @@ function checkExports() {
   }
 }
 
+/** Each `bin` was built, and starts with the shebang that lets `npx` run it. */
+function checkBins() {
+  const bins = typeof manifest.bin === 'string' ? { [manifest.name]: manifest.bin } : manifest.bin;
+  for (const [name, target] of Object.entries(bins ?? {})) {
+    let text;
+    try {
+      text = readFileSync(join(root, target), 'utf8');
+    } catch {
+      problems.push(`bin["${name}"]: ${target} was not built`);
+      continue;
+    }
+    if (!text.startsWith('#!/usr/bin/env node\n')) {
+      problems.push(`bin["${name}"]: ${target} does not start with #!/usr/bin/env node`);
+    }
+  }
+}
+
 function checkImports() {
   const built = filesUnder(join(root, 'dist')).filter((path) => /\.(?:js|d\.ts)$/.test(path));
   if (built.length === 0) problems.push('dist/ holds no built files: run `npm run build` first');
@@ -63,6 +80,7 @@ function checkImports() {
 }
 
 checkExports();
+checkBins();
 const count = checkImports();
 if (problems.length > 0) {
   console.error(`package check: ${problems.length} problem(s)\n  ${problems.join('\n  ')}`);

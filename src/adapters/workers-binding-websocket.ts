@@ -182,7 +182,7 @@ class ServiceBindingWebSocket extends EventTargetWebSocket {
     const socket = acceptableSocket(response);
     if (socket === undefined) {
       discardBody(response);
-      this.#failConnecting();
+      this.#failConnecting(response.status);
       return;
     }
     if (this.#readyState !== CONNECTING) {
@@ -256,14 +256,18 @@ class ServiceBindingWebSocket extends EventTargetWebSocket {
 
   /**
    * Fails a connection that never opened, as a refused handshake does: closing now, then on
-   * a later task closed, with an `error` event and a `close` event reporting 1006.
+   * a later task closed, with an `error` event and a `close` event reporting 1006. The `error`
+   * event carries the `status` of an upgrade the service answered without switching protocols,
+   * so the session can tell a wrong path from a lost connection.
    */
-  #failConnecting(): void {
+  #failConnecting(status?: number): void {
     if (this.#readyState !== CONNECTING) return;
     this.#readyState = CLOSING;
     void nextMacrotask().then(() => {
       this.#readyState = CLOSED;
-      this.dispatchEvent(new Event('error'));
+      const error = new Event('error');
+      if (status !== undefined) Object.defineProperty(error, 'status', { value: status });
+      this.dispatchEvent(error);
       this.dispatchEvent(
         webSocketCloseEvent({ code: ABNORMAL_CLOSURE, reason: '', wasClean: false }),
       );
@@ -292,7 +296,8 @@ function checkBinding(binding: unknown): ServiceBindingFetcher {
  * to `binding.fetch` (`ws:`/`wss:` sent as `http:`/`https:`), returned connecting as the
  * standard `WebSocket` constructor returns one. A `101` carrying `response.webSocket` opens it;
  * any other answer, or a `fetch` that throws, fails it as a refused handshake fails (`error`,
- * then `close` with 1006), so the session fails with its usual connection-lost error.
+ * then `close` with 1006); the `error` event of an answer carries its `status`, so the session
+ * fails as refused with that status (not worth retrying for a 404) rather than as lost.
  *
  * Throws `SvcConfigurationError` now when `binding` has no `fetch` method; the returned factory
  * throws `SyntaxError`, as the `WebSocket` constructor does, for a URL it cannot open.

@@ -47,4 +47,5 @@ export {
   type RequesterTokenRequest,
   type TokenEndpointFetch,
 } from './token-requesters.ts';
+export { CapabilityTokenRequestError } from './token-request-error.ts';
 export { jwkCapabilityProofSigner, type JwkCapabilityProofSignerOptions } from './proof-signer.ts';

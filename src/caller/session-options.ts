@@ -149,6 +149,15 @@ export function validateOptions(options: AbilitySessionOptions): void {
   if (!Array.isArray(options.scopes) || options.scopes.some((s) => typeof s !== 'string')) {
     throw new SvcConfigurationError('abilitySession: scopes must be an array of strings');
   }
+  // The plane refuses a token request without scopes: refused here, before any request is sent
+  // or any call queued, with the remedy instead of a 422 at the first call.
+  if (options.scopes.length === 0) {
+    throw new SvcConfigurationError(
+      'abilitySession: scopes must name at least one scope the caller is granted on ' +
+        `${options.targetServiceId} (the plane issues no token without scopes)`,
+      { reason: 'scopes_required' },
+    );
+  }
   if (typeof options.requestToken !== 'function') {
     throw new SvcConfigurationError('abilitySession: requestToken must be a function');
   }

@@ -9,26 +9,14 @@
 import { decodeBase64Url } from '../core/base64url.ts';
 import { readBoundedBytes } from '../core/bounded-body.ts';
 import { MAX_CAPABILITY_TOKEN_BYTES } from '../core/capability-token.ts';
-import { hasSvcErrorShape, type SvcErrorInfo, svcErrorInfo } from '../core/errors.ts';
+import { hasSvcErrorShape, svcErrorInfo } from '../core/errors.ts';
+import { CapabilityTokenRequestError } from './token-request-error.ts';
 import type { FetchedCapabilityToken } from './token-request-cache.ts';
 
 /** Largest token-endpoint response body a requester reads. */
 export const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024;
 /** Longest error detail kept from a problem body. */
 const MAX_ERROR_DETAIL_LENGTH = 512;
-
-/** An error carrying the taxonomy fields of a failed token request, as a plain `Error`. */
-export function tokenRequestError(
-  message: string,
-  info: SvcErrorInfo,
-  extra: { requestId?: string; cause?: unknown } = {},
-): Error {
-  const error = new Error(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
-  error.name = 'CapabilityTokenRequestError';
-  Object.assign(error, info);
-  if (extra.requestId !== undefined) Object.assign(error, { requestId: extra.requestId });
-  return error;
-}
 
 /**
  * Rebuilds a token endpoint error response as a plain error carrying `code`, `status`,
@@ -50,7 +38,11 @@ export function tokenEndpointFailure(httpStatus: number, body: unknown, requestI
   const message = typeof detail === 'string' && detail.length > 0
     ? detail.slice(0, MAX_ERROR_DETAIL_LENGTH)
     : `Capability token request failed with HTTP ${httpStatus}`;
-  return tokenRequestError(message, info, requestId !== undefined ? { requestId } : {});
+  return new CapabilityTokenRequestError(
+    message,
+    info,
+    requestId !== undefined ? { requestId } : {},
+  );
 }
 
 /**
@@ -68,7 +60,7 @@ export function invalidResponse(
   requestId?: string,
   message = 'The control plane answered a token request with an invalid body',
 ): Error {
-  return tokenRequestError(
+  return new CapabilityTokenRequestError(
     message,
     { code: 'internal', status: 502, retryable: true, reason: 'token_response_invalid' },
     requestId !== undefined ? { requestId } : {},
@@ -170,13 +162,13 @@ export function receivedErrorAsTokenFailure(error: unknown): unknown {
     // Anything else (a binding that lost its connection, a thrown string, an error whose fields
     // the runtime dropped on the way) is the plane being unreachable, as for the HTTP
     // requesters: typed, transient, the original kept as `cause`.
-    return tokenRequestError(
+    return new CapabilityTokenRequestError(
       'The control plane could not be reached for a capability token',
       { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
       { cause: error },
     );
   }
-  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
+  return new CapabilityTokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
 }
 
 /** Whether an answer is a refusal: an object with its own `error` member, whatever else it has. */
@@ -193,7 +185,7 @@ function refusalAsTokenFailure(error: unknown): Error {
   if (!hasSvcErrorShape(error)) {
     return invalidResponse(undefined, 'The control plane answered a refusal without its taxonomy');
   }
-  return tokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
+  return new CapabilityTokenRequestError(receivedMessage(error as object), svcErrorInfo(error));
 }
 
 /** The token an entrypoint answered, or the failure its answer stands for. */

@@ -32,7 +32,6 @@ import {
   retryAfterMsOf,
   tokenEndpointFailure,
   tokenFromAnswer,
-  tokenRequestError,
 } from './token-answer.ts';
 import {
   capabilityTokenCacheKey,
@@ -50,6 +49,7 @@ import {
   signHmacTokenRequest,
   signJwkTokenRequestAssertion,
 } from './token-request-signing.ts';
+import { CapabilityTokenRequestError } from './token-request-error.ts';
 
 export { MAX_TOKEN_RESPONSE_BYTES, tokenEndpointFailure } from './token-answer.ts';
 
@@ -300,7 +300,7 @@ async function postTokenRequest(
   try {
     response = await fetchToken(request);
   } catch (cause) {
-    throw tokenRequestError(
+    throw new CapabilityTokenRequestError(
       'The control plane could not be reached for a capability token',
       { code: 'internal', status: 503, retryable: true, reason: 'control_plane_unreachable' },
       { requestId, cause },

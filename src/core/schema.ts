@@ -29,6 +29,30 @@ export type SchemaOutput<S> = S extends SvcSchema<any, infer O> ? O : never;
 export type JsonSchema = Record<string, unknown>;
 
 /**
+ * The schema libraries that implement both contracts, with the first versions that do; named in
+ * the refusal of a schema that does not, so its author knows what to install.
+ */
+export const QUALIFYING_SCHEMA_LIBRARIES =
+  'zod >= 4.2, arktype >= 2.1.28, or valibot >= 1 wrapped in toStandardJsonSchema() from ' +
+  '@valibot/to-json-schema >= 1.5';
+
+/**
+ * What to do about a schema that lacks a contract: which libraries qualify, and, for a library
+ * that names itself as `vendor` (zod 3 implements Standard Schema but not Standard JSON
+ * Schema), that its version is the problem.
+ */
+export function schemaContractAdvice(schema: unknown): string {
+  const vendor = (schema as { '~standard'?: { vendor?: unknown } } | null | undefined)?.[
+    '~standard'
+  ]?.vendor;
+  const named = typeof vendor === 'string' && vendor.length > 0 && vendor.length <= 40
+    ? `this ${vendor} version implements Standard Schema only; `
+    : '';
+  return `${named}a schema must implement Standard Schema and Standard JSON Schema: ` +
+    QUALIFYING_SCHEMA_LIBRARIES;
+}
+
+/**
  * Why a value does not implement the schema contracts, or `undefined` when it does.
  * Used at definition time so a broken schema refuses the definition instead of failing later.
  */

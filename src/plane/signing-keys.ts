@@ -76,7 +76,8 @@ function checkKid(kid: unknown, index: number): string {
 }
 
 /**
- * Checks a signing-key list synchronously (non-empty, explicit distinct kids, secrets present),
+ * Checks a signing-key list synchronously (non-empty, explicit distinct kids, secrets of a valid
+ * form: a JWK member by member, a PEM as far as its armour, base64 and algorithm),
  * so a control plane with a bad static list refuses to start before serving anything.
  */
 export function checkSigningKeyEntries(entries: unknown): SigningKeyEntry[] {
@@ -100,6 +101,7 @@ export function checkSigningKeyEntries(entries: unknown): SigningKeyEntry[] {
     if (typeof secret !== 'string' && !isPlainRecord(secret)) {
       refuse(`Capability signing key ${kid}: secret must be a private JWK or a PKCS#8 PEM`);
     }
+    checkSecretForm(secret as string | JsonWebKey, kid);
     return { kid, secret: secret as string | JsonWebKey };
   });
 }
@@ -144,7 +146,44 @@ function checkPrivateJwk(jwk: Record<string, unknown>, kid: string): PrivateEcJw
   };
 }
 
-async function privateJwkFromPem(pem: string, kid: string): Promise<Record<string, unknown>> {
+// The AlgorithmIdentifier of a P-256 EC key inside PKCS#8: id-ecPublicKey, then prime256v1.
+const P256_ALGORITHM_DER = [
+  0x30,
+  0x13,
+  0x06,
+  0x07,
+  0x2a,
+  0x86,
+  0x48,
+  0xce,
+  0x3d,
+  0x02,
+  0x01,
+  0x06,
+  0x08,
+  0x2a,
+  0x86,
+  0x48,
+  0xce,
+  0x3d,
+  0x03,
+  0x01,
+  0x07,
+];
+
+function containsBytes(haystack: Uint8Array, needle: readonly number[]): boolean {
+  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (haystack[i + j] !== needle[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+/**
+ * The DER body of a PKCS#8 PEM, checked as far as can be without WebCrypto (armour, base64, a
+ * P-256 EC algorithm), so a malformed key refuses the plane's construction, not its first token.
+ */
+function pemDer(pem: string, kid: string): Uint8Array<ArrayBuffer> {
   const match = PKCS8_PEM.exec(pem);
   if (match === null) {
     refuse(
@@ -160,6 +199,14 @@ async function privateJwkFromPem(pem: string, kid: string): Promise<Record<strin
   } catch {
     refuse(`Capability signing key ${kid}: the PEM body is not base64`);
   }
+  if (!containsBytes(der.subarray(0, 32), P256_ALGORITHM_DER)) {
+    refuse(`Capability signing key ${kid}: the PEM is not a P-256 EC private key`);
+  }
+  return der;
+}
+
+async function privateJwkFromPem(pem: string, kid: string): Promise<Record<string, unknown>> {
+  const der = pemDer(pem, kid);
   try {
     // Extractable only long enough to read the public coordinates; the key that signs is
     // re-imported non-extractable from the JWK.
@@ -168,6 +215,33 @@ async function privateJwkFromPem(pem: string, kid: string): Promise<Record<strin
   } catch {
     refuse(`Capability signing key ${kid}: the PEM is not a P-256 EC private key`);
   }
+}
+
+/** JWK JSON text as a JWK object. */
+function parsedJwkText(text: string, kid: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    refuse(`Capability signing key ${kid}: secret is neither JWK JSON nor a PKCS#8 PEM`);
+  }
+  if (!isPlainRecord(parsed)) refuse(`Capability signing key ${kid}: secret JSON is not a JWK`);
+  return parsed;
+}
+
+/**
+ * Checks a secret's form synchronously: a JWK (object or JSON text) fully, member by member; a
+ * PEM as far as {@link pemDer} can. What needs WebCrypto (the PEM's key itself, whether `d`
+ * belongs to `x`, `y`) is checked on import.
+ */
+function checkSecretForm(secret: string | JsonWebKey, kid: string): void {
+  if (typeof secret !== 'string') {
+    checkPrivateJwk(secret as Record<string, unknown>, kid);
+    return;
+  }
+  const text = secret.trim();
+  if (text.startsWith('-----BEGIN')) pemDer(text, kid);
+  else checkPrivateJwk(parsedJwkText(text, kid), kid);
 }
 
 async function privateJwkFromSecret(
@@ -179,14 +253,7 @@ async function privateJwkFromSecret(
   if (text.startsWith('-----BEGIN')) {
     return checkPrivateJwk(await privateJwkFromPem(text, kid), kid);
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    refuse(`Capability signing key ${kid}: secret is neither JWK JSON nor a PKCS#8 PEM`);
-  }
-  if (!isPlainRecord(parsed)) refuse(`Capability signing key ${kid}: secret JSON is not a JWK`);
-  return checkPrivateJwk(parsed, kid);
+  return checkPrivateJwk(parsedJwkText(text, kid), kid);
 }
 
 // A private key whose d does not belong to its x, y would sign tokens nobody can verify.

@@ -14,6 +14,7 @@ import type { AbilityDefinition } from './ability.ts';
 import { createAbilityTarget } from './ability-target.ts';
 import type { InboundRpcMetadata } from './inbound-metadata.ts';
 import { verifyCapabilityProof } from './proof-verify.ts';
+import { warnOfVerificationTrouble } from './verification-warnings.ts';
 import type { ResolvedServiceOptions } from './service-options.ts';
 
 /** Everything the gateway of one RPC request or WebSocket session knows. */
@@ -73,7 +74,14 @@ export class AbilityGateway extends RpcTarget {
   async authenticate(token: unknown, proof?: unknown): Promise<RpcTarget> {
     const { ability, service, metadata, transport } = this.#context;
     const verifyOptions = { keys: service.keys, issuer: service.issuer, audience: service.id };
-    const verified = await verifyCapabilityToken(token, verifyOptions);
+    const verified = await verifyCapabilityToken(token, verifyOptions).catch((error: unknown) => {
+      warnOfVerificationTrouble(error, token, {
+        issuer: service.issuer,
+        log: this.#context.log,
+        ...(this.#context.requestId !== undefined ? { requestId: this.#context.requestId } : {}),
+      });
+      throw error;
+    });
     const identity = verified.identity;
     checkIngress(identity, service.brokerServiceId);
     checkAccessClass(identity, ability);

@@ -75,6 +75,33 @@ export interface JwksServiceBinding {
   fetch(request: Request): Promise<Response>;
 }
 
+/** Where and how a JWKS fetch failed, for the operator's log: never sent to a caller. */
+export interface JwksFailureDetails {
+  /** The JWKS URL requested (for a binding, the URL put on its request). */
+  url: string;
+  /** The HTTP status the JWKS route answered, when it answered. */
+  status?: number;
+}
+
+// Kept beside the error rather than on it: an error's own fields cross the wire to the caller.
+const failureDetails = new WeakMap<object, Partial<JwksFailureDetails>>();
+
+function noteFailure(error: unknown, details: Partial<JwksFailureDetails>): void {
+  if (error === null || typeof error !== 'object') return;
+  failureDetails.set(error, { ...failureDetails.get(error), ...details });
+}
+
+/**
+ * The URL (and HTTP status, when the route answered) of the JWKS fetch that `error` reports, if
+ * it is a failure of a remote key set from this module.
+ */
+export function jwksFailureDetails(error: unknown): JwksFailureDetails | undefined {
+  if (error === null || typeof error !== 'object') return undefined;
+  const details = failureDetails.get(error);
+  if (details?.url === undefined) return undefined;
+  return { url: details.url, ...(details.status !== undefined ? { status: details.status } : {}) };
+}
+
 function unavailable(message: string): SvcInternalError {
   return new SvcInternalError(message, { reason: 'jwks_unavailable', status: 503 });
 }
@@ -186,7 +213,9 @@ async function requestJwks(
   const response = await fetcher(signal);
   if (!response.ok) {
     await response.body?.cancel();
-    throw unavailable(`The control-plane JWKS answered HTTP ${response.status}`);
+    const error = unavailable(`The control-plane JWKS answered HTTP ${response.status}`);
+    noteFailure(error, { status: response.status });
+    throw error;
   }
   const body = response.body === null ? null : releasedOnAbort(response.body, signal);
   let jwks: unknown;
@@ -234,7 +263,11 @@ interface RemoteTimings {
  * A key set refreshed from a fetcher: cached for a TTL, one refresh at a time, a failure kept
  * only for the cooldown. Keys unchanged across refreshes keep their `CryptoKey` objects.
  */
-function cachedRemoteKeySet(fetcher: JwksFetcher, timings: RemoteTimings): CapabilityKeySet {
+function cachedRemoteKeySet(
+  url: string,
+  fetcher: JwksFetcher,
+  timings: RemoteTimings,
+): CapabilityKeySet {
   let current: { keys: ImportedCapabilityKeys; expiresAt: number } | undefined;
   let refreshing: Promise<ImportedCapabilityKeys> | undefined;
   let failure: { error: unknown; until: number } | undefined;
@@ -248,6 +281,7 @@ function cachedRemoteKeySet(fetcher: JwksFetcher, timings: RemoteTimings): Capab
         failure = undefined;
         return keys;
       } catch (error) {
+        noteFailure(error, { url });
         failure = { error, until: Date.now() + timings.cooldownMs };
         throw error;
       } finally {
@@ -288,6 +322,7 @@ export function jwksFromUrl(url: string | URL, options: JwksFromUrlOptions = {})
   }
   const href = target.href;
   return cachedRemoteKeySet(
+    href,
     // Not followed: the keys come from the configured place or from nowhere.
     (signal) => fetchImpl(href, { headers: JWKS_REQUEST_HEADERS, signal, redirect: 'manual' }),
     resolveRemoteTimings(options, label),
@@ -315,6 +350,7 @@ export function jwksFromServiceBinding(
     throw new SvcConfigurationError(`${label}: url ${JSON.stringify(url)} is not a URL`);
   }
   return cachedRemoteKeySet(
+    url,
     (signal) =>
       binding.fetch(
         new Request(url, { headers: JWKS_REQUEST_HEADERS, signal, redirect: 'manual' }),

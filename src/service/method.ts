@@ -11,6 +11,7 @@ import { SvcConfigurationError } from '../core/errors.ts';
 import {
   type JsonSchema,
   jsonSchemaOf,
+  schemaContractAdvice,
   schemaContractProblem,
   type SvcSchema,
 } from '../core/schema.ts';
@@ -138,7 +139,7 @@ function refuse(label: string, field: string, problem: string): never {
 
 function checkSchema(schema: unknown, label: string, field: 'input' | 'output'): SvcSchema {
   const problem = schemaContractProblem(schema);
-  if (problem !== undefined) refuse(label, field, problem);
+  if (problem !== undefined) refuse(label, field, `${problem} (${schemaContractAdvice(schema)})`);
   return schema as SvcSchema;
 }
 

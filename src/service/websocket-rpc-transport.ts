@@ -108,8 +108,53 @@ function closedByPeer(event: { code?: number; reason?: string }): SvcInternalErr
   return connectionLost(`Peer closed WebSocket: ${event.code ?? ''} ${event.reason ?? ''}`);
 }
 
+/**
+ * The HTTP status with which the server refused a socket's upgrade, when the socket tells it: an
+ * `error` event with a numeric `status` (the service-binding socket), or the status the runtime
+ * names in the event's message (`ws`: "Unexpected server response: 404"; Deno: "Invalid status
+ * code: 404"; Bun: "Expected 101 status code: 404"). Node's own client names none.
+ */
+export function refusedUpgradeStatus(event: unknown): number | undefined {
+  if (event === null || typeof event !== 'object') return undefined;
+  const { status, message, error } = event as {
+    status?: unknown;
+    message?: unknown;
+    error?: unknown;
+  };
+  if (typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599) {
+    return status;
+  }
+  const texts = [message, (error as { message?: unknown } | null | undefined)?.message];
+  for (const text of texts) {
+    if (typeof text !== 'string') continue;
+    const found = /(?:status code:?|server response:)\s*([1-5]\d\d)\b/i.exec(text);
+    if (found !== null) return Number(found[1]);
+  }
+  return undefined;
+}
+
+/**
+ * A socket that never opened. A refused upgrade with a known status is the server's answer, not
+ * a lost connection: it fails with that status (a 404 is a wrong path, not worth retrying; a 503
+ * stays retryable), naming the URL as an HTTP-batch refusal names its route.
+ */
+function connectFailure(event: unknown, url: string | undefined): SvcInternalError {
+  const where = url === undefined ? '' : ` to ${url}`;
+  const status = refusedUpgradeStatus(event);
+  if (status === undefined) return connectionLost(`WebSocket connection${where} failed.`);
+  return new SvcInternalError(`WebSocket upgrade${where} refused: HTTP ${status}`, {
+    reason: 'rpc_upgrade_refused',
+    status: status >= 400 ? status : 502,
+  });
+}
+
 /** Options of {@link WebSocketRpcTransport}. */
 export interface WebSocketRpcTransportOptions {
+  /**
+   * The URL a caller's socket dialled, without its query: named in the failure of a socket that
+   * never opened.
+   */
+  url?: string;
   /**
    * How long a socket still connecting may take to open, in milliseconds; past it the socket is
    * closed and the transport fails. Default: no limit (a server socket arrives already open).
@@ -147,9 +192,11 @@ export class WebSocketRpcTransport implements RpcTransport {
   #onSessionAborted: ((reason: unknown) => void) | undefined;
   #deadlines = new Set<ReturnType<typeof setTimeout>>();
   #interruption: unknown;
+  #url: string | undefined;
 
   constructor(socket: RpcWebSocket, options: WebSocketRpcTransportOptions = {}) {
     this.#socket = socket;
+    this.#url = options.url;
     this.#receiver = options.receiver ?? 'caller';
     this.#onSessionAborted = options.onSessionAborted;
     this.#maxBufferedBytes = options.maxBufferedBytes ?? MAX_WEBSOCKET_SEND_BUFFER_BYTES;
@@ -167,10 +214,14 @@ export class WebSocketRpcTransport implements RpcTransport {
     socket.addEventListener('close', (event: { code?: number; reason?: string }) => {
       this.#fail(closedByPeer(event));
     });
-    socket.addEventListener(
-      'error',
-      () => this.#fail(connectionLost('WebSocket connection failed.')),
-    );
+    socket.addEventListener('error', (event: unknown) => {
+      const neverOpened = this.#sendQueue !== undefined;
+      this.#fail(
+        neverOpened
+          ? connectFailure(event, this.#url)
+          : connectionLost('WebSocket connection failed.'),
+      );
+    });
   }
 
   /**

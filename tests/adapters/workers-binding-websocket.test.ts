@@ -272,7 +272,7 @@ test(
 );
 
 test(
-  'a refused upgrade fails the session with the retryable connection-lost error',
+  'a refused upgrade fails the session with its status and URL, a 404 not retryable',
   BOUND,
   async () => {
     const { binding, requests } = fakeBinding(() => new Response('no route', { status: 404 }));
@@ -294,7 +294,11 @@ test(
       const info = svcErrorInfo(failure);
       assert.deepEqual(
         [info.code, info.status, info.retryable, info.reason],
-        ['internal', 503, true, 'rpc_connection_lost'],
+        ['internal', 404, false, 'rpc_upgrade_refused'],
+      );
+      assert.match(
+        String(failure),
+        /wss:\/\/orders\.internal\/rpc\/orders\.catalog refused: HTTP 404/,
       );
       assert.equal(requests.length, 1);
       assert.match(requests[0].url, /^https:\/\/orders\.internal\/rpc\/orders\.catalog(\?|$)/);

@@ -830,6 +830,27 @@ test('invalid session options are refused at creation', () => {
   }
 });
 
+test('an empty scopes list is refused at creation, before any token request', () => {
+  const endpoint = fakeRpcEndpoint();
+  let tokenRequests = 0;
+  assert.throws(
+    () =>
+      abilitySession({
+        ...optionsFor(httpBatchRpc(endpoint.fetch)),
+        scopes: [],
+        requestToken: () => {
+          tokenRequests++;
+          return Promise.resolve(FAKE_TOKEN);
+        },
+      }),
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && svcErrorInfo(error).reason === 'scopes_required' &&
+      /at least one scope/.test(error.message),
+  );
+  assert.equal(tokenRequests, 0);
+  assert.equal(endpoint.requests.length, 0);
+});
+
 test("names Cap'n Web stubs reserve are refused instead of silently calling the stub", async () => {
   const endpoint = fakeRpcEndpoint();
   const session = abilitySession(optionsFor(httpBatchRpc(endpoint.fetch)));

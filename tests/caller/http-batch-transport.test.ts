@@ -143,7 +143,7 @@ test('a string URL target posts to that URL', async () => {
       abilityId: 'fake.echo',
       callerServiceId: 'caller',
       targetServiceId: 'fake',
-      scopes: [],
+      scopes: ['read'],
       requestToken: requester,
       transport: httpBatchRpc('https://fake.example/rpc/custom-path'),
     });
@@ -177,7 +177,7 @@ test('cloudflareServiceBindingRpc sends batches through binding.fetch with the m
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     requestToken: requester,
     requestId: 'req-binding',
     transport: cloudflareServiceBindingRpc(binding),

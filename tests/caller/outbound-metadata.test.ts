@@ -80,7 +80,7 @@ test('HTTP-batch: the budget is per call and shrinks by the time spent obtaining
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     timeoutMs: 2_000,
     requestToken: async () => {
       if (first) {

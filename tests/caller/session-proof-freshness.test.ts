@@ -72,7 +72,7 @@ test('WebSocket: a token renewed in the background is never presented with a pro
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     requestToken,
     proveTokenPossession: () => Promise.resolve(`${PROOF_PREFIX}${Date.now()}`),
     transport: websocketRpc('ws://fake.internal/rpc/fake.echo', {

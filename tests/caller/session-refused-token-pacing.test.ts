@@ -30,7 +30,7 @@ function refusedSession(
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     requestToken: (request) => {
       state.requests.push(request.refusedToken);
       return Promise.resolve(state.accept ? FAKE_TOKEN : `unknown-${state.requests.length}`);
@@ -106,7 +106,7 @@ test('a token refused long after it arrived (expired at the service) is replaced
       abilityId: 'fake.echo',
       callerServiceId: 'caller',
       targetServiceId: 'fake',
-      scopes: [],
+      scopes: ['read'],
       requestToken: (request) => {
         requests.push(request.refusedToken);
         return Promise.resolve(FAKE_TOKEN);

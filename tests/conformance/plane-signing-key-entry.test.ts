@@ -183,12 +183,46 @@ test('Signing key entry: a function answering an empty list fails closed', async
   await assertFailsClosedWith(() => [], /empty|at least one|no /i);
 });
 
-test('Signing key entry: a secret whose own kid disagrees with the entry kid fails closed', async () => {
+test('Signing key entry: a malformed static secret refuses construction, before ready()', async () => {
   const keys = await planeKeys();
-  // Not refused at construction (only missing and duplicate kids are), but at import: the plane
-  // is not ready and serves no JWKS.
+  const jwk = keys.k1.privateJwk as Record<string, unknown>;
+  const pemBody = btoa('not a pkcs8 key at all, but base64 all the same');
+  const malformed: [string, unknown, RegExp][] = [
+    ['its own kid disagrees', { ...jwk, kid: 'other' }, /kid "other" disagrees/],
+    ['JWK JSON with a short d', JSON.stringify({ ...jwk, d: 'AAAA' }), /"d" must be 32 bytes/],
+    ['a public JWK', { ...jwk, d: undefined }, /public key/],
+    ['an RSA JWK', { ...jwk, kty: 'RSA' }, /EC P-256/],
+    ['neither JSON nor PEM', 'my-secret-password', /neither JWK JSON nor a PKCS#8 PEM/],
+    ['an SEC1 PEM', '-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----', /PKCS#8/],
+    [
+      'a PEM of something else',
+      `-----BEGIN PRIVATE KEY-----\n${pemBody}\n-----END PRIVATE KEY-----`,
+      /not a P-256 EC private key/,
+    ],
+  ];
+  for (const [what, secret, message] of malformed) {
+    assert.throws(
+      () =>
+        createControlPlane({
+          signingKeys: [{ kid: 'k1', secret } as never],
+          services: [],
+          log: false,
+        }),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError && error.reason === 'invalid_signing_keys' &&
+        message.test(error.message),
+      what,
+    );
+  }
+});
+
+test('Signing key entry: a secret whose d does not match its x, y fails closed at import', async () => {
+  const keys = await planeKeys();
+  const other = keys.k2.privateJwk as { d?: string };
+  // Well-formed member by member, so only WebCrypto can tell: the plane is not ready and
+  // serves no JWKS.
   const plane = createControlPlane({
-    signingKeys: [{ kid: 'entry', secret: { ...keys.k1.privateJwk, kid: 'other' } }],
+    signingKeys: [{ kid: 'k1', secret: { ...keys.k1.privateJwk, d: other.d } }],
     services: [],
     log: false,
   });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ResolvedTarget } from '../../src/plane/catalog.ts';
-import { type ServiceGrant } from '../../src/plane/endpoints.ts';
+import type { ServiceGrant } from '../../src/plane/endpoints.ts';
 import {
   checkGrant,
   grantedScopes,

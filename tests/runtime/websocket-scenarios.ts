@@ -58,7 +58,7 @@ export function fakeSession(transport: RpcTransportFactory, requestId: string) {
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     requestToken: () => Promise.resolve(FAKE_TOKEN),
     transport,
     requestId,
@@ -167,6 +167,42 @@ export async function servedUpgradeRefused(
     const session = fakeWebSocketSession(`${url}/rpc/fake.echo`, runtime);
     try {
       await assert.rejects(session.echo({ value: 'refused' }));
+      assert.equal(record.sessions.length, 0);
+    } finally {
+      disposeAbilitySession(session);
+    }
+  });
+}
+
+/**
+ * A WebSocket session to a path the server does not serve fails with the refusal's own status,
+ * the URL it dialled and not retryable, as an HTTP-batch to that path does: a wrong path is a
+ * mistake, not a lost connection to retry forever. The query (per-call metadata) is not named.
+ */
+export async function servedWrongPathRefused(runtime: WebSocketServingRuntime): Promise<void> {
+  const record = newFakeRecord();
+  const endpoint = fakeRpcEndpoint(record);
+  // Served at its own path only, as a service serves each ability's RPC path.
+  const routed: FetchTarget = {
+    fetch: (request, env) =>
+      new URL(request.url).pathname === '/rpc/fake.echo'
+        ? endpoint.fetch(request, env)
+        : new Response('No such route', { status: 404 }),
+  };
+  await withServed(runtime, routed, async (url) => {
+    const wrong = `${url}/rpc/no.such.ability`;
+    const session = fakeWebSocketSession(wrong, runtime);
+    try {
+      const error = await session.echo({ value: 'lost' }).then(() => undefined, (caught) => caught);
+      assert.deepEqual({ ...svcErrorInfo(error) }, {
+        code: 'internal',
+        status: 404,
+        retryable: false,
+        reason: 'rpc_upgrade_refused',
+      });
+      const message = (error as Error).message;
+      assert.ok(message.includes(wrong.replace('http:', 'ws:') + ' '), message);
+      assert.ok(!message.includes('request_id'), message);
       assert.equal(record.sessions.length, 0);
     } finally {
       disposeAbilitySession(session);

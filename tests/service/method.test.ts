@@ -53,6 +53,19 @@ test('a schema lacking ~standard.validate or ~standard.jsonSchema is refused', (
   refuses({ input: 'not a schema', output: anyOutput }, /input is not a schema object/);
 });
 
+test('the refusal of a schema without Standard JSON Schema names the libraries that qualify', () => {
+  // zod 3's shape: Standard Schema (validate, vendor 'zod'), no jsonSchema.
+  const zod3 = { '~standard': { version: 1, vendor: 'zod', validate: () => ({ value: 1 }) } };
+  refuses(
+    { input: zod3, output: anyOutput },
+    /input lacks `~standard.jsonSchema` \(this zod version implements Standard Schema only; .*zod >= 4\.2, arktype >= 2\.1\.28, or valibot .*@valibot\/to-json-schema >= 1\.5\)/,
+  );
+  refuses(
+    { input: 42, output: anyOutput },
+    /input is not a schema object \(a schema must implement/,
+  );
+});
+
 test('a schema whose JSON Schema projection throws is refused at definition', () => {
   const broken = {
     '~standard': {

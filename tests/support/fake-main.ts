@@ -189,7 +189,7 @@ export function fakeAbilitySession<Api>(
     abilityId: 'fake.echo',
     callerServiceId: 'caller',
     targetServiceId: 'fake',
-    scopes: [],
+    scopes: ['read'],
     requestToken,
     transport,
   });

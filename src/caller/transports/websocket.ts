@@ -107,13 +107,15 @@ export function websocketRpc(
   refuseUnknownKeys(options, WEBSOCKET_RPC_OPTIONS, 'websocketRpc');
   const createWebSocket = socketFactory(options.createWebSocket);
   const openTimeoutMs = validOpenTimeout(options.openTimeoutMs ?? WEBSOCKET_OPEN_TIMEOUT_MS);
+  // Errors name the endpoint, not the per-call metadata the query carries.
+  const displayUrl = `${base.origin}${base.pathname}`;
   return {
     kind: 'websocket',
     open(meta: OutboundRpcMetadata): OpenedRpcSession {
       const finalUrl = withMetadataQuery(base, meta).href;
       const socket = createWebSocket(finalUrl) as unknown as RpcWebSocket;
       // A normal closure first, so the peer sees 1000 rather than the abort's 3000.
-      const transport = new WebSocketRpcTransport(socket, { openTimeoutMs });
+      const transport = new WebSocketRpcTransport(socket, { openTimeoutMs, url: displayUrl });
       return openSessionOver(transport, () => {
         try {
           socket.close(1000, 'session disposed');

@@ -17,6 +17,7 @@ import {
   servedSessionStreams,
   servedThrowingTargetAnswersBare500,
   servedUpgradeRefused,
+  servedWrongPathRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
 
@@ -114,4 +115,10 @@ test(
   'serveBun: a target that throws is a bare 500, never a development error page',
   BOUND,
   () => servedThrowingTargetAnswersBare500(RUNTIME),
+);
+
+test(
+  'serveBun: a WebSocket to a wrong path fails with 404 and its URL, not retryable',
+  BOUND,
+  () => servedWrongPathRefused(RUNTIME),
 );

@@ -10,6 +10,7 @@ import {
   servedSlowReaderClosed,
   servedThrowingTargetAnswersBare500,
   servedUpgradeRefused,
+  servedWrongPathRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
 
@@ -73,4 +74,10 @@ test(
   'serveDeno: a target that throws is a bare 500',
   BOUND,
   () => servedThrowingTargetAnswersBare500(RUNTIME),
+);
+
+test(
+  'serveDeno: a WebSocket to a wrong path fails with 404 and its URL, not retryable',
+  BOUND,
+  () => servedWrongPathRefused(RUNTIME),
 );

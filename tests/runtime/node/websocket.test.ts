@@ -23,6 +23,7 @@ import {
   servedSlowReaderClosed,
   servedThrowingTargetAnswersBare500,
   servedUpgradeRefused,
+  servedWrongPathRefused,
   type WebSocketServingRuntime,
 } from '../websocket-scenarios.ts';
 
@@ -243,4 +244,10 @@ test(
   'serveNode: a target that throws is a bare 500',
   BOUND,
   () => servedThrowingTargetAnswersBare500(RUNTIME),
+);
+
+test(
+  'serveNode: a WebSocket to a wrong path fails with 404 and its URL, not retryable',
+  BOUND,
+  () => servedWrongPathRefused(RUNTIME),
 );

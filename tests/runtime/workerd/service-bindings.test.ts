@@ -409,7 +409,8 @@ test(
   async () => {
     await withDeployment(async (url) => {
       // No RPC route there: orders answers the upgrade with 404, the socket fails as a refused
-      // handshake, and the call fails as a lost connection long before the 10 s open timeout.
+      // handshake with that status, and the call fails as refused (a wrong path: not retryable)
+      // long before the 10 s open timeout.
       const started = Date.now();
       const noRoute = await streamThrough(url, { count: 1, path: '/rpc/orders.nowhere' });
       assert.ok(Date.now() - started < 8_000, `refusal took ${Date.now() - started} ms`);
@@ -417,9 +418,9 @@ test(
       const lost = (noRoute as { error: SeenError }).error;
       assert.deepEqual(taxonomyOf(lost), {
         code: 'internal',
-        status: 503,
-        retryable: true,
-        reason: 'rpc_connection_lost',
+        status: 404,
+        retryable: false,
+        reason: 'rpc_upgrade_refused',
       });
       assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
 

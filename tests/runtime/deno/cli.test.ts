@@ -1,0 +1,8 @@
+// `deno run -A src/cli/main.ts`: the svcplane command from source on Deno.
+import process from 'node:process';
+import { test } from 'node:test';
+import { assertKeygenAndInspect } from '../cli-scenarios.ts';
+
+test('svcplane on Deno: keygen loads as-is, token inspect refuses with exit 4', {
+  timeout: 120_000,
+}, () => assertKeygenAndInspect([process.execPath, 'run', '-A']));
