@@ -26,7 +26,12 @@ export interface Measured {
    * crypto calls cost): the ceiling for this runtime.
    */
   floor?: number;
+  /** A line printed under the table (what a ratio cannot say: a heap trend). */
+  note?: string;
 }
+
+/** What one benchmark measured (the name other bench modules import). */
+export type BenchmarkResult = Measured;
 
 /** One comparison: `run` measures ours and the primitive, in operations per second. */
 export interface Benchmark {
@@ -99,12 +104,14 @@ async function main(): Promise<void> {
     ['benchmark', 'ops/s', 'primitive ops/s', 'ratio', 'noise', 'target', '', 'p50 ms', 'floor'],
   ];
   let failures = 0;
+  const notes: string[] = [];
   console.log(`svcplane benchmarks on ${runtimeName()}`);
   for (const load of MODULES) {
     for (const bench of (await load()).benchmarks) {
       if (filters.length > 0 && !filters.some((filter) => bench.name.includes(filter))) continue;
       const measured = await measureRow(bench, check);
-      const { ours, primitive, ratio = ours / primitive, noise, p50Ms, floor } = measured;
+      const { ours, primitive, ratio = ours / primitive, noise, p50Ms, floor, note } = measured;
+      if (note !== undefined) notes.push(`${bench.name}: ${note}`);
       if (belowTarget(bench, measured)) failures++;
       rows.push([
         bench.name,
@@ -129,6 +136,7 @@ async function main(): Promise<void> {
         .join('  '),
     );
   }
+  for (const note of notes) console.log(note);
   if (check && failures > 0) {
     console.log(`${failures} row(s) below target by more than their noise band`);
     const runtime = globalThis as {
