@@ -121,7 +121,9 @@ test('Limits r3: each hop measures on its own clock and forwards what is left', 
 test('Limits r3: remainingTimeoutMs() is 0 once the budget is gone; the handler signal aborts', async () => {
   const fx = await createFixture();
   const { seen, token } = deployTimed(fx);
-  const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': '80' } });
+  // A budget far above a stalled machine's scheduling delay: with a short one the service could
+  // find it spent before the handler starts and refuse the call without running it.
+  const batch = fx.httpBatch('svc-c', { headers: { 'X-Svc-Timeout': '1500' } });
   using session = fx.session<TimedApi>('svc-c.timed', {
     token: await token,
     transport: batch.transport,
