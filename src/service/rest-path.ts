@@ -122,3 +122,31 @@ function localDefinition(
 export function restRouteKey(method: string, path: string): string {
   return `${method} ${path.replace(/\{[^/{}]*\}/g, '{}')}`;
 }
+
+/**
+ * The top-level field names whose schema is a plain string (`type: 'string'`), following a root
+ * `$ref` as {@link topLevelInputFields} does: the fields an MCP prompt argument or a resource
+ * URI variable can carry.
+ */
+export function topLevelStringInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
+  const properties = rootObjectSchema(inputJsonSchema)?.properties;
+  const names = new Set<string>();
+  if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) {
+    return names;
+  }
+  for (const [name, schema] of Object.entries(properties as Record<string, unknown>)) {
+    if (
+      schema !== null && typeof schema === 'object' &&
+      (schema as { type?: unknown }).type === 'string'
+    ) {
+      names.add(name);
+    }
+  }
+  return names;
+}
+
+/** The names listed in the root object schema's `required`, following a root `$ref`. */
+export function requiredInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
+  const required = rootObjectSchema(inputJsonSchema)?.required;
+  return new Set(Array.isArray(required) ? required.filter((n) => typeof n === 'string') : []);
+}
