@@ -22,6 +22,8 @@ import {
   MAX_CAPABILITY_TOKEN_TTL_SECONDS,
 } from './issuer.ts';
 import type { SigningKeysOption } from './signing-keys.ts';
+import { type McpOptions, type ResolvedMcpOptions, resolveMcpOptions } from './mcp-options.ts';
+import { resolvePublicOrigins } from './public-origin.ts';
 
 /** Options of {@link createControlPlane}. */
 export interface ControlPlaneOptions {
@@ -74,8 +76,18 @@ export interface ControlPlaneOptions {
   openapi?: unknown;
   /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
   rpc?: unknown;
-  /** The MCP endpoint. Not built yet: anything but `false` refuses construction. */
-  mcp?: unknown;
+  /**
+   * The MCP endpoint at `POST /mcp`, served when the catalog publishes MCP projections:
+   * `allowedOrigins` (browser origins allowed besides the endpoint origin), `streamLimits`
+   * (`maxItems` 10 000, `maxBytes` 1 MiB) and `maxBodyBytes` (1 MiB). `false` leaves it unmounted.
+   */
+  mcp?: McpOptions | false;
+  /**
+   * The plane's public origin(s), `scheme://host[:port]`: MCP's endpoint origin (a browser
+   * `Origin` must equal one) and the OpenAPI `servers` entry. Without it only a request whose
+   * `Host` is a loopback name has an endpoint origin.
+   */
+  publicOrigin?: string | readonly string[];
 }
 
 /** Options after validation, with defaults applied. */
@@ -87,9 +99,13 @@ export interface ResolvedControlPlaneOptions {
   timeoutPolicy: TimeoutPolicy;
   ttlSeconds: number;
   invocationMiddleware: MiddlewareHandler | undefined;
+  /** The validated `publicOrigin` entries (none by default). */
+  publicOrigins: readonly string[];
+  /** The validated `mcp` option, or `false` when the endpoint is switched off. */
+  mcp: ResolvedMcpOptions | false;
 }
 
-const NOT_BUILT_YET = ['openapi', 'rpc', 'mcp'] as const;
+const NOT_BUILT_YET = ['openapi', 'rpc'] as const;
 
 /**
  * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
@@ -107,6 +123,8 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'log',
   'ttlSeconds',
   'invocationMiddleware',
+  'mcp',
+  'publicOrigin',
   ...NOT_BUILT_YET,
 ];
 
@@ -182,5 +200,7 @@ export function resolveControlPlaneOptions(
     timeoutPolicy: validateTimeoutPolicy(options.timeout ?? {}, 'createControlPlane: `timeout`'),
     ttlSeconds: ttl(options.ttlSeconds),
     invocationMiddleware: validateInvocationMiddleware(options.invocationMiddleware),
+    publicOrigins: resolvePublicOrigins(options.publicOrigin),
+    mcp: options.mcp === false ? false : resolveMcpOptions(options.mcp),
   };
 }

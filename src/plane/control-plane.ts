@@ -18,6 +18,7 @@ import { createCatalog } from './catalog.ts';
 import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-plane-options.ts';
 import { createInProcessSessions, type InProcessSessionOptions } from './in-process-session.ts';
 import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
+import { mountMcpEndpoint } from './mcp/mount.ts';
 import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
 import {
   createIssuer,
@@ -241,7 +242,7 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     options: resolved,
     reservedPaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH],
   };
-  void frontDoors;
+  if (resolved.mcp !== false) mountMcpEndpoint(app, frontDoors);
 
   return {
     app,

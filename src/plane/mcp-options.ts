@@ -73,8 +73,16 @@ export function resolveMcpOptions(option: unknown): ResolvedMcpOptions {
     allowedOrigins: new Set(
       origins.map((origin, index) => checkedOrigin(origin, `${LABEL}.allowedOrigins[${index}]\``)),
     ),
-    maxItems: positiveInteger(limits.maxItems, 'streamLimits.maxItems', DEFAULT_MCP_STREAM_MAX_ITEMS),
-    maxBytes: positiveInteger(limits.maxBytes, 'streamLimits.maxBytes', DEFAULT_MCP_STREAM_MAX_BYTES),
+    maxItems: positiveInteger(
+      limits.maxItems,
+      'streamLimits.maxItems',
+      DEFAULT_MCP_STREAM_MAX_ITEMS,
+    ),
+    maxBytes: positiveInteger(
+      limits.maxBytes,
+      'streamLimits.maxBytes',
+      DEFAULT_MCP_STREAM_MAX_BYTES,
+    ),
     maxBodyBytes: positiveInteger(value.maxBodyBytes, 'maxBodyBytes', DEFAULT_MCP_MAX_BODY_BYTES),
   };
 }

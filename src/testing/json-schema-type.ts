@@ -25,7 +25,9 @@ export interface JsonSchemaType<T> {
 
 function pathOf(instanceLocation: string): string[] | undefined {
   const segments = instanceLocation.replace(/^#\/?/, '').split('/').filter((s) => s !== '');
-  return segments.length === 0 ? undefined : segments.map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return segments.length === 0
+    ? undefined
+    : segments.map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** Wraps a JSON Schema (draft 2020-12) as a schema a method definition accepts. */

@@ -23,6 +23,7 @@ import { memoryWebSocketFactory } from './memory-websocket-factory.ts';
 
 const CONFORMANCE_SERVICE_ID = 'conformance';
 const CONFORMANCE_PLANE_ID = 'conformance-plane';
+const CONFORMANCE_SCOPE = 'conformance.use';
 const DRAFT_2020_12 = 'https://json-schema.org/draft/2020-12/schema';
 const noInput = jsonSchemaType<Record<string, never>>({ type: 'object', properties: {} });
 const text = jsonSchemaType<string>({ type: 'string' });
@@ -39,6 +40,7 @@ export function mcpConformanceAbility() {
     id: `${CONFORMANCE_SERVICE_ID}.mcp`,
     title: 'MCP conformance fixtures',
     exposure: 'published',
+    scopes: [CONFORMANCE_SCOPE],
     rpc: { transports: ['http-batch', 'websocket'] },
     methods: {
       simpleText: abilityMethod({
@@ -164,20 +166,21 @@ const anonymousUser: MiddlewareHandler = async (c, next) => {
 export async function createMcpConformancePlane(
   options: { publicOrigin?: string } = {},
 ): Promise<ControlPlane> {
-  let plane: ControlPlane | undefined;
+  // The service reaches the plane's JWKS through this holder: the plane is created after it.
+  const holder: { plane?: ControlPlane } = {};
   const service = createService({
     id: CONFORMANCE_SERVICE_ID,
     title: 'MCP conformance fixtures',
     version: '1.0.0',
     auth: {
       issuer: CONFORMANCE_PLANE_ID,
-      jwks: jwksFromServiceBinding({ fetch: (request: Request) => plane!.fetch(request) }),
+      jwks: jwksFromServiceBinding({ fetch: (request: Request) => holder.plane!.fetch(request) }),
     },
     abilities: [mcpConformanceAbility()],
     logger: false,
   });
   const sockets = memoryWebSocketFactory(service.fetch);
-  plane = createControlPlane({
+  const plane = createControlPlane({
     id: CONFORMANCE_PLANE_ID,
     signingKeys: [await generateSigningKeyEntry({ kid: 'conformance-1' })],
     services: [
@@ -186,13 +189,14 @@ export async function createMcpConformancePlane(
         url: 'http://conformance.internal',
         fetch: (request) => service.fetch(request),
         createWebSocket: (url) => sockets.createWebSocket(url),
-        grants: [{ caller: CONFORMANCE_PLANE_ID, scopes: [] }],
+        grants: [{ caller: CONFORMANCE_PLANE_ID, scopes: [CONFORMANCE_SCOPE] }],
       }),
     ],
     invocationMiddleware: anonymousUser,
     ...(options.publicOrigin !== undefined ? { publicOrigin: options.publicOrigin } : {}),
     log: false,
   });
+  holder.plane = plane;
   await plane.ready();
   return plane;
 }

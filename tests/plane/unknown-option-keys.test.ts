@@ -248,11 +248,20 @@ test('createControlPlane: every documented option is accepted; one not built yet
     invocationMiddleware: false as const,
     openapi: false,
     rpc: false,
-    mcp: false,
+    mcp: { allowedOrigins: ['https://app.example'], streamLimits: { maxItems: 5, maxBytes: 64 } },
+    publicOrigin: 'https://plane.example',
   };
   const plane = createControlPlane(documented);
   assert.equal(typeof plane.fetch, 'function');
-  for (const name of ['openapi', 'rpc', 'mcp']) {
+  refusedNaming(
+    () => createControlPlane({ ...documented, mcp: { streamLimit: {} } as never }),
+    'unknown option `streamLimit`',
+  );
+  refusedNaming(
+    () => createControlPlane({ ...documented, publicOrigin: 'https://plane.example/' }),
+    '`publicOrigin` must be an origin',
+  );
+  for (const name of ['openapi', 'rpc']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,

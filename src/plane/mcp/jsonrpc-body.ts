@@ -81,7 +81,11 @@ export async function readMcpMessages(
   try {
     text = await readBoundedText(request, maxBodyBytes, { timeoutMs: BODY_READ_TIMEOUT_MS });
   } catch {
-    return { status: 400, code: JSONRPC_PARSE_ERROR, message: 'Parse error: the body could not be read' };
+    return {
+      status: 400,
+      code: JSONRPC_PARSE_ERROR,
+      message: 'Parse error: the body could not be read',
+    };
   }
   if (text === undefined) {
     return {

@@ -150,9 +150,7 @@ function resourceOf(entry: PublishedMethod, target: InvocationTarget): McpResour
     ...(templated
       ? {
         pattern: new RegExp(
-          `^${
-            resource.uri.split(/\{[A-Za-z0-9_]+\}/).map(escapeRegExp).join('([^/?#]+)')
-          }$`,
+          `^${resource.uri.split(/\{[A-Za-z0-9_]+\}/).map(escapeRegExp).join('([^/?#]+)')}$`,
         ),
       }
       : {}),

@@ -8,9 +8,24 @@
 import { svcErrorInfo } from '../../core/errors.ts';
 import type { SvcEventLog } from '../../core/logging.ts';
 import type { Invocation, InvocationContext } from '../invocation.ts';
-import { buildMcpCatalog, type McpCatalog, type McpProjected, resolveResource } from './mcp-catalog.ts';
-import { aggregateStream, type AggregationLimits, type ProgressSink } from './stream-aggregation.ts';
-import { failureRecord, outputText, type ToolResult, toolFailure, toolSuccess } from './tool-result.ts';
+import {
+  buildMcpCatalog,
+  type McpCatalog,
+  type McpProjected,
+  resolveResource,
+} from './mcp-catalog.ts';
+import {
+  aggregateStream,
+  type AggregationLimits,
+  type ProgressSink,
+} from './stream-aggregation.ts';
+import {
+  failureRecord,
+  outputText,
+  toolFailure,
+  type ToolResult,
+  toolSuccess,
+} from './tool-result.ts';
 
 /** JSON-RPC "invalid params": an unknown tool, prompt or resource. */
 export const JSONRPC_INVALID_PARAMS = -32602;
@@ -68,7 +83,13 @@ function bothSignals(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
 export function createDispatch(scope: DispatchScope) {
   const { catalog, invocation } = scope;
 
-  function event(kind: Kind, projected: McpProjected, name: string, startedAt: number, error?: unknown) {
+  function event(
+    kind: Kind,
+    projected: McpProjected,
+    name: string,
+    startedAt: number,
+    error?: unknown,
+  ) {
     const base = {
       requestId: scope.context.requestId,
       [kind === 'resource' ? 'uri' : kind]: name,
@@ -111,7 +132,13 @@ export function createDispatch(scope: DispatchScope) {
   }
 
   /** Calls a unary projection; rethrows with the `kind` event logged. */
-  async function callUnary(kind: Kind, projected: McpProjected, name: string, input: unknown, signal: AbortSignal) {
+  async function callUnary(
+    kind: Kind,
+    projected: McpProjected,
+    name: string,
+    input: unknown,
+    signal: AbortSignal,
+  ) {
     scope.enrich(projected, kind === 'tool' ? { tool: name } : {});
     const startedAt = Date.now();
     try {
@@ -165,17 +192,24 @@ export function createDispatch(scope: DispatchScope) {
       const output = await failingAsProtocolError(() =>
         callUnary('prompt', prompt, params.name, params.arguments ?? {}, extra.signal)
       );
-      if (output !== null && typeof output === 'object' && Array.isArray((output as { messages?: unknown }).messages)) {
+      if (
+        output !== null && typeof output === 'object' &&
+        Array.isArray((output as { messages?: unknown }).messages)
+      ) {
         return output as Record<string, unknown>;
       }
       return {
-        ...(prompt.listing.description !== undefined ? { description: prompt.listing.description } : {}),
+        ...(prompt.listing.description !== undefined
+          ? { description: prompt.listing.description }
+          : {}),
         messages: [{ role: 'user', content: { type: 'text', text: outputText(output) } }],
       };
     },
 
     listResources: () => ({
-      resources: [...catalog.resources.values()].filter((r) => r.pattern === undefined).map((r) => r.listing),
+      resources: [...catalog.resources.values()].filter((r) => r.pattern === undefined).map((r) =>
+        r.listing
+      ),
     }),
 
     listResourceTemplates: () => ({ resourceTemplates: catalog.templates.map((r) => r.listing) }),

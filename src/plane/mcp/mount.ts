@@ -14,7 +14,11 @@ import { describeErrorForLog } from '../../core/logging.ts';
 import { contextRequestId } from '../../service/problem-json-app.ts';
 import type { BrokerCaller } from '../broker-caller.ts';
 import type { ConnInfo } from '../../core/conn-info.ts';
-import { type FrontDoorDependencies, type InvocationContext, invocationDeadline } from '../invocation.ts';
+import {
+  type FrontDoorDependencies,
+  type InvocationContext,
+  invocationDeadline,
+} from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
   type BodyRefusal,
@@ -43,7 +47,10 @@ function loadSdk(): Promise<SdkModule> {
 }
 
 function refusal(status: number, code: number, message: string, extra?: HeadersInit): Response {
-  return jsonRpcErrorResponse({ status, code, message }, { ...NO_STORE, ...Object.fromEntries(new Headers(extra)) });
+  return jsonRpcErrorResponse({ status, code, message }, {
+    ...NO_STORE,
+    ...Object.fromEntries(new Headers(extra)),
+  });
 }
 
 /** Whether any request asks for progress: then the answer must be a stream of events. */
@@ -86,8 +93,12 @@ function invocationContext(
  */
 export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
   const { invocation, log } = deps;
+  if (deps.options.mcp === false) return;
   const options = deps.options.mcp;
-  const gate = { publicOrigins: deps.options.publicOrigins, allowedOrigins: options.allowedOrigins };
+  const gate = {
+    publicOrigins: deps.options.publicOrigins,
+    allowedOrigins: options.allowedOrigins,
+  };
   const serverInfo = { name: deps.options.id, version: '1.0.0' };
 
   async function catalogOf(c: Context): Promise<McpCatalog | Response> {
@@ -109,12 +120,21 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
     const arrivedAt = Date.now();
     const request = c.req.raw;
     if (request.method !== 'POST') {
-      return refusal(405, JSONRPC_INVALID_REQUEST, 'Method not allowed: the MCP endpoint takes POST', {
-        Allow: 'POST',
-      });
+      return refusal(
+        405,
+        JSONRPC_INVALID_REQUEST,
+        'Method not allowed: the MCP endpoint takes POST',
+        {
+          Allow: 'POST',
+        },
+      );
     }
     if (!originAllowed(request, gate)) {
-      return refusal(403, JSONRPC_INVALID_REQUEST, 'Forbidden: this Origin may not use the MCP endpoint');
+      return refusal(
+        403,
+        JSONRPC_INVALID_REQUEST,
+        'Forbidden: this Origin may not use the MCP endpoint',
+      );
     }
     if (!protocolVersionAccepted(request.headers.get('mcp-protocol-version'))) {
       return refusal(400, JSONRPC_INVALID_REQUEST, 'Bad request: unsupported MCP-Protocol-Version');
@@ -148,10 +168,15 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
         },
       });
       const { serveMcpRequest } = await loadSdk();
-      return await serveMcpRequest(request, read.batch ? read.messages : read.messages[0], dispatch, {
-        serverInfo,
-        jsonResponse: !wantsProgress(read.messages),
-      });
+      return await serveMcpRequest(
+        request,
+        read.batch ? read.messages : read.messages[0],
+        dispatch,
+        {
+          serverInfo,
+          jsonResponse: !wantsProgress(read.messages),
+        },
+      );
     });
   });
 }

@@ -30,7 +30,9 @@ export interface McpServeOptions {
 
 function progressSink(
   token: unknown,
-  send: (notification: { method: 'notifications/progress'; params: Record<string, unknown> }) => Promise<void>,
+  send: (
+    notification: { method: 'notifications/progress'; params: Record<string, unknown> },
+  ) => Promise<void>,
 ): ProgressSink | undefined {
   if (typeof token !== 'string' && typeof token !== 'number') return undefined;
   return (progress, message) =>
@@ -44,19 +46,27 @@ function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']
     jsonSchemaValidator: new CfWorkerJsonSchemaValidator(),
   });
   server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools());
-  server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-    dispatch.callTool(request.params, {
-      signal: extra.signal,
-      progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
-    }));
+  server.setRequestHandler(
+    CallToolRequestSchema,
+    (request, extra) =>
+      dispatch.callTool(request.params, {
+        signal: extra.signal,
+        progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
+      }),
+  );
   server.setRequestHandler(ListPromptsRequestSchema, () => dispatch.listPrompts());
   server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
     // deno-lint-ignore no-explicit-any
     dispatch.getPrompt(request.params, { signal: extra.signal }) as any);
   server.setRequestHandler(ListResourcesRequestSchema, () => dispatch.listResources());
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => dispatch.listResourceTemplates());
-  server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
-    dispatch.readResource(request.params, { signal: extra.signal }));
+  server.setRequestHandler(
+    ListResourceTemplatesRequestSchema,
+    () => dispatch.listResourceTemplates(),
+  );
+  server.setRequestHandler(
+    ReadResourceRequestSchema,
+    (request, extra) => dispatch.readResource(request.params, { signal: extra.signal }),
+  );
   return server;
 }
 
