@@ -23,7 +23,7 @@ import {
 } from './issuer.ts';
 import type { SigningKeysOption } from './signing-keys.ts';
 import { type McpOptions, type ResolvedMcpOptions, resolveMcpOptions } from './mcp-options.ts';
-import { resolvePublicOrigins } from './public-origin.ts';
+import { type PublicOriginOption, resolvePublicOrigins } from './public-origin.ts';
 
 /** Options of {@link createControlPlane}. */
 export interface ControlPlaneOptions {
@@ -87,7 +87,7 @@ export interface ControlPlaneOptions {
    * `Origin` must equal one) and the OpenAPI `servers` entry. Without it only a request whose
    * `Host` is a loopback name has an endpoint origin.
    */
-  publicOrigin?: string | readonly string[];
+  publicOrigin?: PublicOriginOption;
 }
 
 /** Options after validation, with defaults applied. */

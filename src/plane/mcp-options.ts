@@ -5,7 +5,6 @@
  */
 import { isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
-import { checkedOrigin } from './public-origin.ts';
 
 /** Bounds of a streaming tool's aggregated result and of its progress notifications. */
 export interface McpStreamLimits {
@@ -44,6 +43,28 @@ export const DEFAULT_MCP_STREAM_MAX_BYTES = 1024 * 1024;
 export const DEFAULT_MCP_MAX_BODY_BYTES = 1024 * 1024;
 
 const LABEL = 'createControlPlane: `mcp';
+
+/**
+ * Returns `value` when it is an http(s) origin written exactly as a browser sends it in
+ * `Origin` (lower-case, no default port, no path or trailing slash): the gate compares exactly.
+ */
+function checkedOrigin(value: unknown, label: string): string {
+  let parsed: URL | undefined;
+  try {
+    parsed = typeof value === 'string' ? new URL(value) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    parsed === undefined || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') ||
+    parsed.origin !== value
+  ) {
+    throw new SvcConfigurationError(
+      `${label} must be an origin such as https://app.example.com (scheme, host and port only)`,
+    );
+  }
+  return value;
+}
 
 function positiveInteger(value: unknown, field: string, fallback: number): number {
   if (value === undefined) return fallback;

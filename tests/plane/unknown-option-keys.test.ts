@@ -258,8 +258,8 @@ test('createControlPlane: every documented option is accepted; one not built yet
     'unknown option `streamLimit`',
   );
   refusedNaming(
-    () => createControlPlane({ ...documented, publicOrigin: 'https://plane.example/' }),
-    '`publicOrigin` must be an origin',
+    () => createControlPlane({ ...documented, mcp: { allowedOrigins: ['https://a.example/x'] } }),
+    '`mcp.allowedOrigins[0]` must be an origin',
   );
   for (const name of ['openapi', 'rpc']) {
     const error = refusedNaming(

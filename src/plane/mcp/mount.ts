@@ -53,6 +53,18 @@ function refusal(status: number, code: number, message: string, extra?: HeadersI
   });
 }
 
+/** The same answer, never cache-eligible (MCP rule 3), whoever wrote it. */
+function noStore(response: Response): Response {
+  if (response.headers.get('Cache-Control') === 'no-store') return response;
+  const headers = new Headers(response.headers);
+  headers.set('Cache-Control', 'no-store');
+  return new Response(response.body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers,
+  });
+}
+
 /** Whether any request asks for progress: then the answer must be a stream of events. */
 function wantsProgress(messages: readonly McpMessage[]): boolean {
   return messages.some((message) => {
@@ -145,38 +157,40 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
     }
     const catalog = await catalogOf(c);
     if (catalog instanceof Response) return catalog;
-    if (catalog.empty) return c.notFound();
+    if (catalog.empty) return noStore(await c.notFound());
     for (const message of read.messages) pinInitializeVersion(message);
-    return await deps.withInvocationMiddleware(c, { surface: 'mcp' }, async (caller, connInfo) => {
-      const dispatch = createDispatch({
-        catalog,
-        invocation,
-        context: invocationContext(c, caller, connInfo, deps, arrivedAt),
-        log,
-        logContext: c,
-        limits: { maxItems: options.maxItems, maxBytes: options.maxBytes },
-        enrich(projected: McpProjected, extra: { tool?: string }) {
-          const current = c.get('svcInvocation' as never) as SvcInvocation | undefined;
-          c.set('svcInvocation' as never, {
-            ...current,
-            surface: 'mcp',
-            serviceId: projected.target.serviceId,
-            abilityId: projected.target.abilityId,
-            method: projected.target.method,
-            ...extra,
-          } as never);
-        },
-      });
-      const { serveMcpRequest } = await loadSdk();
-      return await serveMcpRequest(
-        request,
-        read.batch ? read.messages : read.messages[0],
-        dispatch,
-        {
-          serverInfo,
-          jsonResponse: !wantsProgress(read.messages),
-        },
-      );
-    });
+    return noStore(
+      await deps.withInvocationMiddleware(c, { surface: 'mcp' }, async (caller, connInfo) => {
+        const dispatch = createDispatch({
+          catalog,
+          invocation,
+          context: invocationContext(c, caller, connInfo, deps, arrivedAt),
+          log,
+          logContext: c,
+          limits: { maxItems: options.maxItems, maxBytes: options.maxBytes },
+          enrich(projected: McpProjected, extra: { tool?: string }) {
+            const current = c.get('svcInvocation' as never) as SvcInvocation | undefined;
+            c.set('svcInvocation' as never, {
+              ...current,
+              surface: 'mcp',
+              serviceId: projected.target.serviceId,
+              abilityId: projected.target.abilityId,
+              method: projected.target.method,
+              ...extra,
+            } as never);
+          },
+        });
+        const { serveMcpRequest } = await loadSdk();
+        return await serveMcpRequest(
+          request,
+          read.batch ? read.messages : read.messages[0],
+          dispatch,
+          {
+            serverInfo,
+            jsonResponse: !wantsProgress(read.messages),
+          },
+        );
+      }),
+    );
   });
 }
