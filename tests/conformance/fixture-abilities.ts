@@ -108,10 +108,15 @@ export function echoAbility(
         }),
         output: anyObject,
         idempotent: true,
+        mcp: { name: `${serviceId}_failShaped`, description: 'Fail with a chosen classification' },
       }),
       badOutput: abilityMethod({ input: anyObject, output: z.object({ ok: z.literal(true) }) }),
       ticks: abilityMethod({
-        input: z.object({ n: z.number().int().nonnegative(), size: z.number().int().optional() }),
+        input: z.object({
+          n: z.number().int().nonnegative(),
+          size: z.number().int().optional(),
+          delayMs: z.number().int().nonnegative().optional(),
+        }),
         output: z.object({ i: z.number().int(), pad: z.string().optional() }),
         stream: true,
         mcp: { name: `${serviceId}_ticks`, description: 'Stream n ticks' },
@@ -186,10 +191,20 @@ export function echoAbility(
         call('badOutput');
         return { ok: false, leaked: stats.marker } as unknown as { ok: true };
       },
-      async *ticks({ n, size }: { n: number; size?: number }) {
+      async *ticks({ n, size, delayMs }: { n: number; size?: number; delayMs?: number }) {
         call('ticks');
         const pad = size ? 'x'.repeat(size) : undefined;
-        for (let i = 0; i < n; i++) yield pad === undefined ? { i } : { i, pad };
+        let i = 0;
+        try {
+          for (; i < n; i++) {
+            if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs));
+            call('ticks.yielded');
+            yield pad === undefined ? { i } : { i, pad };
+          }
+        } finally {
+          // Counted when the stream ends early: the caller cancelled it instead of draining it.
+          if (i < n) call('ticks.cancelled');
+        }
       },
       async *failMidStream({ after }: { after: number }) {
         call('failMidStream');
@@ -239,6 +254,7 @@ export function internalAbility(stats: FixtureStats) {
         input: anyObject,
         output: anyObject,
         rest: { method: 'get', path: '/internal/whoami' },
+        mcp: { name: 'svc-a_internal_whoami', description: 'Service callers only' },
       }),
     },
     handler: counted(stats, 'svc-a.internal', (input) => ({

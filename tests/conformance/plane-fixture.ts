@@ -12,7 +12,7 @@ import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
 import type { CallerAuthenticator } from '../../src/plane/caller-auth.ts';
 import { type ControlPlane, createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
-import { localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
+import { httpService, localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
 import { abilitySession, type ProofSigner } from '../../src/caller/ability-session.ts';
 import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
 import { createService } from '../../src/service/service.ts';
@@ -61,6 +61,12 @@ export interface PlaneDeploymentOptions {
   jwksCacheTtlSeconds?: number;
   /** Extra plane options (httpCache, ttlSeconds, timeout, discoveryCache...). */
   plane?: Partial<Omit<ControlPlaneOptions, 'signingKeys' | 'authenticateCaller'>>;
+  /**
+   * Reach svc-a..svc-d as `httpService` endpoints whose HTTP and WebSocket legs are in memory
+   * (through the recorded `serviceFetch`), so the plane can open streams; default in-process
+   * `localService` endpoints (HTTP-batch only).
+   */
+  websocketServices?: boolean;
   /** Endpoints added to the fixture catalog (fake services). */
   extraServices?: ServiceEndpoint[];
   /** `false` configures no caller authentication; an array replaces the fixture's. */
@@ -188,13 +194,27 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       return built[id].fetch(request, env, ctx);
     };
 
+  /** The in-memory WebSocket factories of `websocketServices` endpoints, by service id. */
+  const sockets = new Map<FixtureServiceId, ReturnType<typeof memoryWebSocketFactory>>();
+  const socketsOf = (id: FixtureServiceId) => {
+    if (!sockets.has(id)) sockets.set(id, memoryWebSocketFactory(serviceFetch(id)));
+    return sockets.get(id)!;
+  };
   const endpoints = (): ServiceEndpoint[] => [
     ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) =>
-      localService({
-        id,
-        service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
-        grants: grantsFor(id),
-      })
+      options.websocketServices
+        ? httpService({
+          id,
+          url: `http://${id}.internal`,
+          fetch: (request) => serviceFetch(id)(request),
+          createWebSocket: (url) => socketsOf(id).createWebSocket(url),
+          grants: grantsFor(id),
+        })
+        : localService({
+          id,
+          service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
+          grants: grantsFor(id),
+        })
     ),
     ...(options.extraServices ?? []),
   ];
@@ -261,6 +281,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     counters,
     /** URLs the services fetched from the plane (their JWKS source). */
     jwksRequests,
+    /** WebSocket connections the plane opened to each service (`websocketServices` only). */
+    sockets,
     services: built,
     /** The replica services currently fetch their JWKS from (and requesters talk to). */
     get plane(): ControlPlane {

@@ -35,8 +35,7 @@ function progressSink(
   ) => Promise<void>,
 ): ProgressSink | undefined {
   if (typeof token !== 'string' && typeof token !== 'number') return undefined;
-  return (progress, message) =>
-    send({ method: 'notifications/progress', params: { progressToken: token, progress, message } });
+  return { token, send: (params) => send({ method: 'notifications/progress', params }) };
 }
 
 function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']): Server {

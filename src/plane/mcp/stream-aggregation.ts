@@ -8,8 +8,15 @@
  */
 import { SvcInternalError } from '../../core/errors.ts';
 
-/** Sends one progress notification; resolves when it was handed to the transport. */
-export type ProgressSink = (progress: number, message: string) => Promise<void>;
+/** Where a call's progress notifications go. */
+export interface ProgressSink {
+  /** The request's `progressToken`. */
+  token: string | number;
+  /** Sends one `notifications/progress` with these params. */
+  send(
+    params: { progressToken: string | number; progress: number; message: string },
+  ): Promise<void>;
+}
 
 /** Limits of one aggregation. */
 export interface AggregationLimits {
@@ -61,9 +68,15 @@ export async function aggregateStream(
       if (bytes > limits.maxBytes) throw limitExceeded('maxBytes', limits.maxBytes);
       items.push(next.value);
       if (progressOpen) {
-        progressBytes += size;
+        const params = {
+          progressToken: progress!.token,
+          progress: items.length,
+          message: serialized,
+        };
+        // The budget counts what is sent: the whole notification, token included.
+        progressBytes += encoder.encode(JSON.stringify(params)).byteLength;
         if (progressBytes > limits.maxBytes) progressOpen = false;
-        else await progress!(items.length, serialized);
+        else await progress!.send(params);
       }
     }
     return items;
