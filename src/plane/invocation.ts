@@ -16,7 +16,7 @@
  * @module
  */
 import { type ConnInfo, serializeConnInfo } from '../core/conn-info.ts';
-import { CapabilityAuthError, SvcTimeoutError } from '../core/errors.ts';
+import { CapabilityAuthError, SvcInternalError, SvcTimeoutError } from '../core/errors.ts';
 import { applyTimeoutPolicy, type TimeoutPolicy } from '../core/deadline.ts';
 import type { SvcEventLog } from '../core/logging.ts';
 import { abilitySession, disposeAbilitySession } from '../caller/ability-session.ts';
@@ -367,7 +367,14 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
 
   return {
     async publishedMethods(bindings, requestId) {
-      const { targets } = await deps.catalog.all(bindings, 'default', { requestId });
+      const { targets, failures } = await deps.catalog.all(bindings, 'default', { requestId });
+      // Not one target resolved: there is no catalog to project, and an empty one would read
+      // as "nothing published" (Catalog rules: fail closed).
+      if (targets.length === 0 && failures.length > 0) {
+        throw new SvcInternalError('No service of the catalog could be resolved', {
+          reason: 'catalog_unavailable',
+        });
+      }
       const published: PublishedMethod[] = [];
       for (const target of targets) {
         for (const ability of target.document.abilities) {
