@@ -9,7 +9,6 @@ import { svcErrorInfo } from '../../core/errors.ts';
 import type { SvcEventLog } from '../../core/logging.ts';
 import type { Invocation, InvocationContext } from '../invocation.ts';
 import {
-  buildMcpCatalog,
   type McpCatalog,
   type McpProjected,
   resolveResource,
@@ -247,4 +246,3 @@ export function createDispatch(scope: DispatchScope) {
 /** The dispatcher's type. */
 export type McpDispatch = ReturnType<typeof createDispatch>;
 
-export { buildMcpCatalog };
