@@ -19,6 +19,7 @@ import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-
 import { createInProcessSessions, type InProcessSessionOptions } from './in-process-session.ts';
 import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
 import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
+import { mountRestFacade } from './rest/rest-facade.ts';
 import {
   createIssuer,
   type IssueCapabilityTokenOptions,
@@ -41,6 +42,25 @@ import {
 export const JWKS_PATH = '/.well-known/svc/jwks.json';
 /** Where callers request capability tokens. */
 export const CAPABILITY_TOKEN_PATH = '/.well-known/svc/capability-token';
+
+/** Where the OpenAPI document is served. */
+export const OPENAPI_PATH = '/openapi.json';
+/** Where the MCP endpoint is served. */
+export const MCP_PATH = '/mcp';
+/** The default path of the public RPC broker. */
+export const DEFAULT_RPC_PATH = '/rpc';
+
+/**
+ * The plane's own routes, whatever is configured: no REST route may shadow one (a REST
+ * projection there is refused when the route table is built).
+ */
+const RESERVED_PLANE_PATHS: readonly string[] = [
+  JWKS_PATH,
+  CAPABILITY_TOKEN_PATH,
+  OPENAPI_PATH,
+  MCP_PATH,
+  DEFAULT_RPC_PATH,
+];
 
 /** What `issueCapabilityTokenForCaller` takes: an authenticated service caller, never a subject. */
 export interface IssueForCallerOptions {
@@ -239,9 +259,10 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     withInvocationMiddleware: createInvocationMiddlewareRunner(resolved.invocationMiddleware, log),
     log,
     options: resolved,
-    reservedPaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH],
+    reservedPaths: RESERVED_PLANE_PATHS,
   };
-  void frontDoors;
+  // After the plane's own routes: they answer first, and the facade never reads their paths.
+  mountRestFacade(app, frontDoors);
 
   return {
     app,
