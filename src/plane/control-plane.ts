@@ -1,6 +1,6 @@
 /**
- * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint and the
- * in-process typed session, as one pure `fetch`.
+ * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint, the
+ * OpenAPI document and the in-process typed session, as one pure `fetch`.
  *
  * @module
  */
@@ -26,6 +26,7 @@ import {
   type IssuedCapabilityToken,
 } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
+import { mountOpenApi, OPENAPI_PATH } from './rest/openapi-route.ts';
 import { planeRequestFailed } from './request-failure.ts';
 import {
   checkSigningKeyEntries,
@@ -43,8 +44,6 @@ export const JWKS_PATH = '/.well-known/svc/jwks.json';
 /** Where callers request capability tokens. */
 export const CAPABILITY_TOKEN_PATH = '/.well-known/svc/capability-token';
 
-/** Where the OpenAPI document is served. */
-export const OPENAPI_PATH = '/openapi.json';
 /** Where the MCP endpoint is served. */
 export const MCP_PATH = '/mcp';
 /** The default path of the public RPC broker. */
@@ -91,11 +90,14 @@ export interface IssueForCallerOptions {
 
 /** The control plane returned by {@link createControlPlane}. */
 export interface ControlPlane {
-  /** The Hono app behind `fetch` (JWKS and token endpoint), for mounting inside a larger app. */
+  /**
+   * The Hono app behind `fetch` (JWKS, token endpoint, OpenAPI document), for mounting inside
+   * a larger app.
+   */
   readonly app: Hono;
   /**
-   * Serves the plane's routes: `GET /.well-known/svc/jwks.json` and
-   * `POST /.well-known/svc/capability-token`. `env` holds the runtime's bindings (read by a
+   * Serves the plane's routes: `GET /.well-known/svc/jwks.json`,
+   * `POST /.well-known/svc/capability-token` and `GET /openapi.json`. `env` holds the runtime's bindings (read by a
    * `signingKeys(env)` function); `ctx` is the runtime's execution context, passed through.
    */
   fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
@@ -240,6 +242,17 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     (c) => tokenEndpoint(c.req.raw, contextRequestId(c), c),
   );
 
+  if (resolved.openapi !== undefined) {
+    mountOpenApi(app, {
+      catalog,
+      options: resolved.openapi,
+      publicOrigins: resolved.publicOrigins,
+      planePaths: RESERVED_PLANE_PATHS,
+      ...(resolved.httpCache !== undefined ? { httpCache: resolved.httpCache } : {}),
+      log,
+    });
+  }
+
   const sessions = createInProcessSessions({
     planeServiceId: resolved.id,
     catalog,
@@ -260,6 +273,7 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     log,
     options: resolved,
     reservedPaths: RESERVED_PLANE_PATHS,
+    catalog,
   };
   // After the plane's own routes: they answer first, and the facade never reads their paths.
   mountRestFacade(app, frontDoors);

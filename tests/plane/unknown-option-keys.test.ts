@@ -246,13 +246,21 @@ test('createControlPlane: every documented option is accepted; one not built yet
     log: { log: (event: SvcLogEvent) => events.push(event.event) },
     ttlSeconds: 60,
     invocationMiddleware: false as const,
-    openapi: false,
+    openapi: {
+      security: [{ bearer: [] }],
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      cache: memoryRegistryCache(),
+      cacheTtlSeconds: 30,
+      title: 'Plane API',
+      version: '1.0.0',
+    },
+    publicOrigin: ['https://api.example.com', 'http://localhost:8787'],
     rpc: false,
     mcp: false,
   };
   const plane = createControlPlane(documented);
   assert.equal(typeof plane.fetch, 'function');
-  for (const name of ['openapi', 'rpc', 'mcp']) {
+  for (const name of ['rpc', 'mcp']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,

@@ -19,11 +19,8 @@ import { parseTimeoutBudget, SVC_TIMEOUT_HEADER } from '../../core/deadline.ts';
 import { describeErrorForLog, loggedRequestPath } from '../../core/logging.ts';
 import { problemFromError, problemResponse } from '../../core/problem.ts';
 import { contextRequestId } from '../../service/problem-json-app.ts';
-import {
-  type FrontDoorDependencies,
-  invocationDeadline,
-  type PublishedMethod,
-} from '../invocation.ts';
+import type { ServiceDiscoveryDocument } from '../../service/discovery.ts';
+import { type FrontDoorDependencies, invocationDeadline } from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
   assembleInput,
@@ -31,6 +28,7 @@ import {
   readJsonBody,
   RestRequestRefusal,
 } from './rest-input.ts';
+import { publishedRestRoutes } from './published-routes.ts';
 import { buildRestRoutes, type RestMatch, type RestRouteTable } from './rest-routes.ts';
 
 /** Emitted once for every REST request that succeeded. */
@@ -54,21 +52,21 @@ export interface RestFacadeOptions {
 }
 
 /**
- * Remembers the route table of the last catalog seen: rebuilt only when a published method's
- * ability entry is not the very object it was (accepted documents are frozen and a cache hands
- * back the same object), so a warm plane matches without building anything.
+ * Remembers the route table of the last catalog seen: rebuilt only when a target's document is
+ * not the very object it was (accepted documents are frozen, and a discovery cache hands back
+ * the same object), so a warm plane matches without building anything.
  */
 function routeTableCache(deps: FrontDoorDependencies) {
-  let last: { published: readonly PublishedMethod[]; table: RestRouteTable } | undefined;
-  const unchanged = (published: readonly PublishedMethod[]) =>
-    last !== undefined && last.published.length === published.length &&
-    published.every((entry, index) => {
-      const before = last!.published[index];
-      return entry.ability === before.ability && entry.methodName === before.methodName;
-    });
-  return (published: readonly PublishedMethod[], c: Context): RestRouteTable => {
-    if (!unchanged(published)) {
-      last = { published, table: buildRestRoutes(published, deps.reservedPaths, deps.log, c) };
+  let last: { documents: readonly ServiceDiscoveryDocument[]; table: RestRouteTable } | undefined;
+  const unchanged = (documents: readonly ServiceDiscoveryDocument[]) =>
+    last !== undefined && last.documents.length === documents.length &&
+    documents.every((document, index) => document === last!.documents[index]);
+  return async (c: Context, requestId: string): Promise<RestRouteTable> => {
+    const { targets } = await deps.catalog.all(c, 'default', { requestId });
+    const documents = targets.map((target) => target.document);
+    if (!unchanged(documents)) {
+      const published = publishedRestRoutes(documents, deps.reservedPaths);
+      last = { documents, table: buildRestRoutes(published, deps.log, c) };
     }
     return last!.table;
   };
@@ -147,7 +145,7 @@ export function mountRestFacade(
     const url = new URL(c.req.url);
     if (reserved.has(url.pathname)) return await next();
     const requestId = contextRequestId(c);
-    const table = tableFor(await invocation.publishedMethods(c, requestId), c);
+    const table = await tableFor(c, requestId);
     const matches = table.match(url.pathname);
     if (matches.size === 0) return await next();
     const startedAt = Date.now();

@@ -9,15 +9,16 @@
  * segment is preferred to a variable for the same method (`GET /items/search` before
  * `GET /items/{id}`).
  *
- * A route that would shadow one of the plane's own routes, or that another service also
- * declares under the same method and shape, is refused when the table is built (logged as
- * `svc.rest.route_refused`): neither service is served at an ambiguous route.
+ * Which routes exist is `publishedRestRoutes`' decision, shared with the OpenAPI document: a
+ * route at one of the plane's own paths, or one that another service also declares under the
+ * same method and shape, is refused when the table is built (logged as `svc.rest.route_refused`).
  *
  * @module
  */
 import type { SvcEventLog } from '../../core/logging.ts';
-import { parseRestPath, restRouteKey, topLevelInputProperties } from '../../service/rest-path.ts';
-import type { InvocationTarget, PublishedMethod } from '../invocation.ts';
+import { topLevelInputProperties } from '../../service/rest-path.ts';
+import type { InvocationTarget } from '../invocation.ts';
+import type { PublishedRestRoute, PublishedRestRoutes } from './published-routes.ts';
 
 /** Logged once per refused route each time the table is built. */
 export const REST_ROUTE_REFUSED_EVENT = 'svc.rest.route_refused';
@@ -41,8 +42,8 @@ export interface RestRoute {
   readsBody: boolean;
   /** Top-level string and string-array input fields a query parameter may fill. */
   queryFallbacks: ReadonlyMap<string, QueryFallback>;
-  /** The method as the catalog describes it. */
-  published: PublishedMethod;
+  /** The route as the catalog publishes it. */
+  published: PublishedRestRoute;
 }
 
 /** A route matched for a request path, with its path variables decoded. */
@@ -93,30 +94,19 @@ export function queryFallbackFields(
   return fields;
 }
 
-/** The REST route of one published method, or `undefined` when it projects none. */
-function routeOf(published: PublishedMethod): RestRoute | undefined {
-  const { method, ability, methodName, serviceId } = published;
-  if (method.rest === undefined || method.stream === true) return undefined;
+/** The facade's view of one published route. */
+function routeOf(published: PublishedRestRoute): RestRoute {
+  const { method, ability, methodName, service, rest } = published;
   return {
-    httpMethod: method.rest.method.toUpperCase(),
-    path: method.rest.path,
-    target: { serviceId, abilityId: ability.id, method: methodName },
-    status: method.rest.status,
+    httpMethod: rest.method.toUpperCase(),
+    path: rest.path,
+    target: { serviceId: service.id, abilityId: ability.id, method: methodName },
+    status: rest.status,
     scopes: [...new Set([...ability.scopes, ...method.scopes])].sort(),
-    readsBody: method.rest.method !== 'get' && method.rest.method !== 'delete',
+    readsBody: rest.method !== 'get' && rest.method !== 'delete',
     queryFallbacks: queryFallbackFields(method.inputSchema as Record<string, unknown>),
     published,
   };
-}
-
-/** Whether a template would match a fixed path (a variable matches any non-empty segment). */
-function templateMatchesPath(template: string, path: string): boolean {
-  const wanted = template.split('/');
-  const actual = path.split('/');
-  if (wanted.length !== actual.length) return false;
-  return wanted.every((segment, index) =>
-    /^\{[^/{}]+\}$/.test(segment) ? actual[index].length > 0 : segment === actual[index]
-  );
 }
 
 function insert(root: TrieNode, route: RestRoute): void {
@@ -161,57 +151,28 @@ function paramsOf(route: RestRoute, segments: readonly string[]): Record<string,
 }
 
 /**
- * Builds the route table from the catalog's published methods. `reservedPaths` are the plane's
- * own routes; a route that would match one of them is refused, as is a route two published
- * methods declare under the same HTTP method and shape.
+ * Builds the route table from the routes the catalog publishes; each refused route is logged
+ * as {@link REST_ROUTE_REFUSED_EVENT}.
  */
 export function buildRestRoutes(
-  published: readonly PublishedMethod[],
-  reservedPaths: readonly string[],
+  published: PublishedRestRoutes,
   log: SvcEventLog,
   context?: unknown,
 ): RestRouteTable {
-  const byKey = new Map<string, RestRoute[]>();
-  for (const entry of published) {
-    const route = routeOf(entry);
-    // Accepted discovery documents carry checked templates; anything else is not a route.
-    if (route === undefined || typeof parseRestPath(route.path) === 'string') continue;
-    const key = restRouteKey(route.httpMethod.toLowerCase(), route.path);
-    byKey.set(key, [...(byKey.get(key) ?? []), route]);
-  }
-  const refuse = (route: RestRoute, reason: string, detail: string) =>
+  for (const refused of published.refused) {
     log({
       event: REST_ROUTE_REFUSED_EVENT,
       level: 'error',
-      reason,
-      route: `${route.httpMethod} ${route.path}`,
-      service: route.target.serviceId,
-      ability: route.target.abilityId,
-      method: route.target.method,
-      detail,
+      reason: refused.reason,
+      route: `${refused.method.toUpperCase()} ${refused.path}`,
+      service: refused.serviceId,
+      ability: refused.abilityId,
+      method: refused.methodName,
     }, context);
-  const root = newNode();
-  const routes: RestRoute[] = [];
-  for (const candidates of byKey.values()) {
-    if (candidates.length > 1) {
-      for (const route of candidates) {
-        refuse(
-          route,
-          'rest_route_conflict',
-          `declared by ${candidates.map((other) => other.target.abilityId).join(', ')}`,
-        );
-      }
-      continue;
-    }
-    const route = candidates[0];
-    const shadowed = reservedPaths.find((path) => templateMatchesPath(route.path, path));
-    if (shadowed !== undefined) {
-      refuse(route, 'rest_route_shadows_plane_route', `would shadow the plane route ${shadowed}`);
-      continue;
-    }
-    insert(root, route);
-    routes.push(route);
   }
+  const root = newNode();
+  const routes = published.routes.map(routeOf);
+  for (const route of routes) insert(root, route);
   return {
     routes,
     match(pathname) {
