@@ -29,7 +29,7 @@ import {
   RestRequestRefusal,
 } from './rest-input.ts';
 import { publishedRestRoutes } from './published-routes.ts';
-import { buildRestRoutes, type RestMatch, type RestRouteTable } from './rest-routes.ts';
+import { buildRestRoutes, refusalKey, type RestMatch, type RestRouteTable } from './rest-routes.ts';
 
 /** Emitted once for every REST request that succeeded. */
 export const REST_COMPLETED_EVENT = 'svc.rest.completed';
@@ -57,7 +57,11 @@ export interface RestFacadeOptions {
  * the same object), so a warm plane matches without building anything.
  */
 function routeTableCache(deps: FrontDoorDependencies) {
-  let last: { documents: readonly ServiceDiscoveryDocument[]; table: RestRouteTable } | undefined;
+  let last: {
+    documents: readonly ServiceDiscoveryDocument[];
+    table: RestRouteTable;
+    refused: ReadonlySet<string>;
+  } | undefined;
   const unchanged = (documents: readonly ServiceDiscoveryDocument[]) =>
     last !== undefined && last.documents.length === documents.length &&
     documents.every((document, index) => document === last!.documents[index]);
@@ -66,7 +70,8 @@ function routeTableCache(deps: FrontDoorDependencies) {
     const documents = targets.map((target) => target.document);
     if (!unchanged(documents)) {
       const published = publishedRestRoutes(documents, deps.reservedPaths);
-      last = { documents, table: buildRestRoutes(published, deps.log, c) };
+      const table = buildRestRoutes(published, deps.log, c, last?.refused);
+      last = { documents, table, refused: new Set(published.refused.map(refusalKey)) };
     }
     return last!.table;
   };

@@ -18,7 +18,11 @@
 import type { SvcEventLog } from '../../core/logging.ts';
 import { topLevelInputProperties } from '../../service/rest-path.ts';
 import type { InvocationTarget } from '../invocation.ts';
-import type { PublishedRestRoute, PublishedRestRoutes } from './published-routes.ts';
+import type {
+  PublishedRestRoute,
+  PublishedRestRoutes,
+  RefusedRestRoute,
+} from './published-routes.ts';
 
 /** Logged once per refused route each time the table is built. */
 export const REST_ROUTE_REFUSED_EVENT = 'svc.rest.route_refused';
@@ -59,6 +63,11 @@ interface TrieNode {
 }
 
 const newNode = (): TrieNode => ({ literals: new Map(), routes: new Map() });
+
+/** Identifies a refused route across rebuilds, so each is reported once while it lasts. */
+export function refusalKey(refused: RefusedRestRoute): string {
+  return `${refused.serviceId} ${refused.method} ${refused.path} ${refused.reason}`;
+}
 
 /** The route table, built by {@link buildRestRoutes}. */
 export interface RestRouteTable {
@@ -151,15 +160,17 @@ function paramsOf(route: RestRoute, segments: readonly string[]): Record<string,
 }
 
 /**
- * Builds the route table from the routes the catalog publishes; each refused route is logged
- * as {@link REST_ROUTE_REFUSED_EVENT}.
+ * Builds the route table from the routes the catalog publishes; each refused route not in
+ * `alreadyReported` (keys of {@link refusalKey}) is logged as {@link REST_ROUTE_REFUSED_EVENT}.
  */
 export function buildRestRoutes(
   published: PublishedRestRoutes,
   log: SvcEventLog,
   context?: unknown,
+  alreadyReported: ReadonlySet<string> = new Set(),
 ): RestRouteTable {
   for (const refused of published.refused) {
+    if (alreadyReported.has(refusalKey(refused))) continue;
     log({
       event: REST_ROUTE_REFUSED_EVENT,
       level: 'error',
