@@ -23,6 +23,11 @@ import {
 } from './issuer.ts';
 import type { SigningKeysOption } from './signing-keys.ts';
 import { type McpOptions, type ResolvedMcpOptions, resolveMcpOptions } from './mcp-options.ts';
+import {
+  type OpenApiOption,
+  type ResolvedOpenApiOptions,
+  resolveOpenApiOptions,
+} from './openapi-options.ts';
 import { type PublicOriginOption, resolvePublicOrigins } from './public-origin.ts';
 
 /** Options of {@link createControlPlane}. */
@@ -72,8 +77,18 @@ export interface ControlPlaneOptions {
    * 500 `invocation_caller_missing`.
    */
   invocationMiddleware?: MiddlewareHandler | false;
-  /** The OpenAPI document. Not built yet: anything but `false` refuses construction. */
-  openapi?: unknown;
+  /**
+   * `GET /openapi.json`, the OpenAPI 3.2 document of the REST facade: `security` and
+   * `securitySchemes` (the authentication invocation middleware performs; nothing is invented
+   * without them), where the generated document is cached, `title`, `version`. Served by
+   * default; `false` leaves it unmounted.
+   */
+  openapi?: OpenApiOption | false;
+  /**
+   * The origin(s) the plane is reached at from outside (`https://api.example.com`): the
+   * OpenAPI `servers` and MCP's endpoint origin. Default none.
+   */
+  publicOrigin?: PublicOriginOption;
   /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
   rpc?: unknown;
   /**
@@ -82,12 +97,6 @@ export interface ControlPlaneOptions {
    * (`maxItems` 10 000, `maxBytes` 1 MiB) and `maxBodyBytes` (1 MiB). `false` leaves it unmounted.
    */
   mcp?: McpOptions | false;
-  /**
-   * The plane's public origin(s), `scheme://host[:port]`: MCP's endpoint origin (a browser
-   * `Origin` must equal one) and the OpenAPI `servers` entry. Without it only a request whose
-   * `Host` is a loopback name has an endpoint origin.
-   */
-  publicOrigin?: PublicOriginOption;
 }
 
 /** Options after validation, with defaults applied. */
@@ -99,13 +108,15 @@ export interface ResolvedControlPlaneOptions {
   timeoutPolicy: TimeoutPolicy;
   ttlSeconds: number;
   invocationMiddleware: MiddlewareHandler | undefined;
-  /** The validated `publicOrigin` entries (none by default). */
+  /** `undefined` when `openapi: false`. */
+  openapi: ResolvedOpenApiOptions | undefined;
+  /** The distinct public origins, empty when none is configured. */
   publicOrigins: readonly string[];
   /** The validated `mcp` option, or `false` when the endpoint is switched off. */
   mcp: ResolvedMcpOptions | false;
 }
 
-const NOT_BUILT_YET = ['openapi', 'rpc'] as const;
+const NOT_BUILT_YET = ['rpc'] as const;
 
 /**
  * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
@@ -124,6 +135,7 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'ttlSeconds',
   'invocationMiddleware',
   'mcp',
+  'openapi',
   'publicOrigin',
   ...NOT_BUILT_YET,
 ];
@@ -200,6 +212,7 @@ export function resolveControlPlaneOptions(
     timeoutPolicy: validateTimeoutPolicy(options.timeout ?? {}, 'createControlPlane: `timeout`'),
     ttlSeconds: ttl(options.ttlSeconds),
     invocationMiddleware: validateInvocationMiddleware(options.invocationMiddleware),
+    openapi: resolveOpenApiOptions(options.openapi, id),
     publicOrigins: resolvePublicOrigins(options.publicOrigin),
     mcp: options.mcp === false ? false : resolveMcpOptions(options.mcp),
   };

@@ -133,6 +133,8 @@ export interface FrontDoorDependencies {
   options: ResolvedControlPlaneOptions;
   /** Paths of the plane's own routes, which no front-door route may shadow. */
   reservedPaths: readonly string[];
+  /** The plane's catalog (read with the `default` purpose by the doors). */
+  catalog: Catalog;
 }
 
 /** The token shape a caller maps to (`undefined`: the plane itself). */
@@ -232,7 +234,8 @@ export async function authorizeAbility(
     published: boolean;
   },
 ): Promise<{ target: ResolvedTarget; ability: AbilityDiscoveryEntry }> {
-  const target = await deps.catalog.target(request.serviceId, request.bindings, 'token', {
+  // A call through the plane, not a token request: the `default` purpose's snapshot.
+  const target = await deps.catalog.target(request.serviceId, request.bindings, 'default', {
     ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
   });
   const ability = abilityOf(target, request.abilityId, request.published);

@@ -33,6 +33,13 @@ import {
 } from './plane-credentials.ts';
 import { fixtureServices, ISS, PLANE_ID, PLANE_URL } from './fixture.ts';
 import { fetchOnlyService } from '../support/fetch-only-service.ts';
+import {
+  assertReadResponseMatchesOpenApi,
+  type OpenApiDocumentLike,
+} from '../support/openapi-response-check.ts';
+import type { MiddlewareHandler } from 'hono';
+import type { BrokerCaller } from '../../src/plane/broker-caller.ts';
+import type { SvcInvocation } from '../../src/plane/invocation-middleware.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -81,6 +88,79 @@ export interface PlaneDeploymentOptions {
    * JWKS route requests.
    */
   countSigningKeyLookups?: boolean;
+}
+
+/**
+ * The invocation-middleware credentials of the checklist (§1.2): `Authorization: Bearer <t>`.
+ * `t-nocaller` calls `next()` without naming a caller; no (or an unknown) credential gets the
+ * middleware's own 401 with `WWW-Authenticate: Bearer realm="fixture"`.
+ */
+export const FIXTURE_BEARERS: Readonly<Record<string, BrokerCaller>> = {
+  't-alice': { id: 'alice', kind: 'user', orgId: 'org-1', principalKind: 'api_key' },
+  't-bob': { id: 'bob', kind: 'user' },
+  't-robot': { id: 'svc-robot', kind: 'service' },
+  't-usersvc': { id: 'carol', kind: 'user', principalKind: 'service' },
+};
+/** The credential whose middleware run names no caller. */
+export const NO_CALLER_BEARER = 't-nocaller';
+/** The challenge of the fixture middleware's 401. */
+export const FIXTURE_CHALLENGE = 'Bearer realm="fixture"';
+/** The connection info the fixture middleware forwards (a loopback client). */
+export const FIXTURE_CONN_INFO = {
+  remote: { address: '127.0.0.1', addressType: 'IPv4', port: 50123, transport: 'tcp' },
+} as const;
+
+/** The `openapi` option of the fixture plane: the bearer authentication its middleware does. */
+export const FIXTURE_OPENAPI = {
+  security: [{ fixtureBearer: [] }],
+  securitySchemes: { fixtureBearer: { type: 'http', scheme: 'bearer' } },
+  cache: false as const,
+};
+
+/** What the fixture middleware saw: one entry per run, with the `svcInvocation` it was given. */
+export interface MiddlewareRecord {
+  runs: number;
+  invocations: SvcInvocation[];
+}
+
+/** The checklist's invocation middleware (§1.2), counting its runs into `record`. */
+export function fixtureInvocationMiddleware(record: MiddlewareRecord): MiddlewareHandler {
+  return async (c, next) => {
+    record.runs++;
+    record.invocations.push(c.get('svcInvocation' as never) as SvcInvocation);
+    const credential = /^Bearer (\S+)$/.exec(c.req.header('Authorization') ?? '')?.[1];
+    const caller = credential === undefined ? undefined : FIXTURE_BEARERS[credential];
+    if (caller === undefined && credential !== NO_CALLER_BEARER) {
+      return Response.json({
+        type: 'urn:svcplane:problem:capability_auth',
+        title: 'Unauthorized',
+        status: 401,
+        detail: 'A bearer credential is required',
+        code: 'capability_auth',
+        retryable: false,
+        reason: 'fixture_unauthenticated',
+      }, {
+        status: 401,
+        headers: {
+          'WWW-Authenticate': FIXTURE_CHALLENGE,
+          'Content-Type': 'application/problem+json',
+        },
+      });
+    }
+    if (caller !== undefined) c.set('svcCaller' as never, caller as never);
+    c.set('svcConnInfo' as never, FIXTURE_CONN_INFO as never);
+    await next();
+  };
+}
+
+/** A REST request of the fixture's callers. */
+export interface RestRequestInit {
+  /** A fixture bearer (`t-alice`...); none sends no `Authorization`. */
+  bearer?: string;
+  /** A JSON body (serialised) or raw text. */
+  body?: unknown;
+  /** Extra headers (`Content-Type` defaults to JSON when a body is given). */
+  headers?: Record<string, string>;
 }
 
 /** The per-service scopes, and one grant per caller service on every target. */
@@ -153,6 +233,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const discoveryDelays = new Map<string, number>();
   const jwksRequests: string[] = [];
   const counters = { jwksFetches: 0, signingKeyLookups: 0, requesterFetches: 0 };
+  const middleware: MiddlewareRecord = { runs: 0, invocations: [] };
+  let openApiDocument: OpenApiDocumentLike | undefined;
 
   // Services reach the JWKS of whichever replica is active (the one "deployed" at the URL).
   let active: ControlPlane | undefined;
@@ -259,6 +341,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       services: endpoints(),
       discoveryCache: false,
       log,
+      invocationMiddleware: fixtureInvocationMiddleware(middleware),
+      openapi: FIXTURE_OPENAPI,
       ...options.plane,
       ...overrides,
     });
@@ -398,6 +482,35 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     /** Events with this name, in order. */
     eventsNamed(name: string): SvcLogEvent[] {
       return events.filter((event) => event.event === name);
+    },
+    /** Runs of the fixture invocation middleware, and the `svcInvocation` of each. */
+    middleware,
+    /** The deployed plane's `/openapi.json`, read once. */
+    async openapi(): Promise<OpenApiDocumentLike> {
+      if (openApiDocument === undefined) {
+        const response = await activeFetch(new Request(`${PLANE_URL}/openapi.json`));
+        openApiDocument = await response.json() as OpenApiDocumentLike;
+      }
+      return openApiDocument;
+    },
+    /**
+     * Sends a REST request to the deployed plane and reads the answer, which must be what the
+     * plane's OpenAPI document declares for it (status, media type, body schema; an unknown
+     * path a problem 404, another method a problem 405 with `Allow`).
+     */
+    async rest(method: string, path: string, init: RestRequestInit = {}): Promise<ReadResponse> {
+      const headers = new Headers(init.headers);
+      if (init.bearer !== undefined) headers.set('Authorization', `Bearer ${init.bearer}`);
+      let body: string | undefined;
+      if (init.body !== undefined) {
+        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+        if (!headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+      }
+      const read = await readResponse(
+        await activeFetch(new Request(`${PLANE_URL}${path}`, { method, headers, body })),
+      );
+      assertReadResponseMatchesOpenApi(await deployment.openapi(), method, path, read);
+      return read;
     },
   };
   return deployment;

@@ -6,19 +6,13 @@ import test from 'node:test';
 import type { MiddlewareHandler } from 'hono';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
 import { createMcpConformancePlane } from '../../src/testing/mcp-conformance.ts';
-import {
-  bearerInvocationMiddleware,
-  MCP_URL,
-  mcpRequest,
-  readMcp,
-  rpc,
-} from './fixture-invocation.ts';
-import { createPlaneDeployment } from './plane-fixture.ts';
+import { MCP_URL, mcpRequest, readMcp, rpc } from './mcp-client.ts';
+import { createPlaneDeployment, fixtureInvocationMiddleware } from './plane-fixture.ts';
 
 async function deploy(plane: Partial<ControlPlaneOptions> = {}) {
   const deployment = await createPlaneDeployment({
     websocketServices: true,
-    plane: { invocationMiddleware: bearerInvocationMiddleware, ...plane },
+    plane,
   });
   const send = async (request: Request) => await readMcp(await deployment.plane.fetch(request));
   const call = (name: string, args: Record<string, unknown>, options = {}) =>
@@ -162,8 +156,11 @@ test('IDEM-04 MCP: only a valid X-Svc-Idempotency-Key reaches the service', asyn
 
 test('MCP tools/call: delegated identity, request id and events; svcInvocation names the tool', async () => {
   const seen: unknown[] = [];
+  const record = { runs: 0, invocations: [] };
+  const fixture = fixtureInvocationMiddleware(record);
+  // An audit middleware reads svcInvocation after next(): the dispatch named the tool by then.
   const audit: MiddlewareHandler = async (c, next) => {
-    await bearerInvocationMiddleware(c, next);
+    await fixture(c, next);
     seen.push(c.get('svcInvocation' as never));
   };
   const { deployment, call } = await deploy({ invocationMiddleware: audit });

@@ -3,13 +3,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
-import {
-  bearerInvocationMiddleware,
-  invocationMiddlewareRuns,
-  mcpRequest,
-  readMcp,
-  rpc,
-} from './fixture-invocation.ts';
+import { mcpRequest, readMcp, rpc } from './mcp-client.ts';
 import { createPlaneDeployment, PLANE_URL } from './plane-fixture.ts';
 
 const APP_ORIGIN = 'https://app.fixture.test';
@@ -18,7 +12,6 @@ async function deploy(plane: Partial<ControlPlaneOptions> = {}) {
   const deployment = await createPlaneDeployment({
     websocketServices: true,
     plane: {
-      invocationMiddleware: bearerInvocationMiddleware,
       publicOrigin: PLANE_URL,
       mcp: { allowedOrigins: [APP_ORIGIN], ...(plane.mcp || {}) },
       ...Object.fromEntries(Object.entries(plane).filter(([key]) => key !== 'mcp')),
@@ -71,10 +64,10 @@ test('MCP-01 accepted protocol versions (and no header, read as 2025-03-26) are 
 test('MCP-02 unsupported MCP-Protocol-Version values: 400 before any tool runs', async () => {
   const { deployment, call } = await deploy();
   for (const version of ['2099-01-01', 'latest', '2025-06-19', '1', '2024-11-05']) {
-    const runs = invocationMiddlewareRuns.count;
+    const runs = deployment.middleware.runs;
     const answer = await call('svc-a_whoami', {}, { headers: { 'MCP-Protocol-Version': version } });
     assert.equal(answer.status, 400, version);
-    assert.equal(invocationMiddlewareRuns.count, runs, 'refused before the middleware');
+    assert.equal(deployment.middleware.runs, runs, 'refused before the middleware');
   }
   assert.equal(deployment.count('calls', 'svc-a.echo#whoami'), 0);
 });
@@ -82,7 +75,7 @@ test('MCP-02 unsupported MCP-Protocol-Version values: 400 before any tool runs',
 test('MCP-03 a foreign Origin is 403 before the middleware, with or without credentials', async () => {
   const { deployment, call } = await deploy();
   for (const token of [undefined, 't-alice']) {
-    const runs = invocationMiddlewareRuns.count;
+    const runs = deployment.middleware.runs;
     const answer = await call('svc-a_whoami', {}, {
       token,
       headers: {
@@ -92,7 +85,7 @@ test('MCP-03 a foreign Origin is 403 before the middleware, with or without cred
     });
     assert.equal(answer.status, 403, `token ${token}`);
     assert.equal(answer.headers.get('WWW-Authenticate'), null, 'not the middleware 401');
-    assert.equal(invocationMiddlewareRuns.count, runs);
+    assert.equal(deployment.middleware.runs, runs);
   }
   assert.equal(deployment.count('calls', 'svc-a.echo#whoami'), 0);
 });
@@ -139,13 +132,13 @@ test('MCP-05 (control) the endpoint origin, an allowed origin and no Origin are 
 test('MCP-06 GET, PUT and DELETE on /mcp: 405 with Allow: POST, never executed', async () => {
   const { deployment, send } = await deploy();
   for (const method of ['GET', 'PUT', 'DELETE']) {
-    const runs = invocationMiddlewareRuns.count;
+    const runs = deployment.middleware.runs;
     const answer = await send(
       mcpRequest(rpc('tools/call', { name: 'svc-a_whoami' }), { token: 't-alice', method }),
     );
     assert.equal(answer.status, 405, method);
     assert.equal(answer.headers.get('Allow'), 'POST');
-    assert.equal(invocationMiddlewareRuns.count, runs);
+    assert.equal(deployment.middleware.runs, runs);
   }
   assert.equal(deployment.count('calls', 'svc-a.echo#whoami'), 0);
 });

@@ -246,10 +246,17 @@ test('createControlPlane: every documented option is accepted; one not built yet
     log: { log: (event: SvcLogEvent) => events.push(event.event) },
     ttlSeconds: 60,
     invocationMiddleware: false as const,
-    openapi: false,
+    openapi: {
+      security: [{ bearer: [] }],
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      cache: memoryRegistryCache(),
+      cacheTtlSeconds: 30,
+      title: 'Plane API',
+      version: '1.0.0',
+    },
+    publicOrigin: ['https://api.example.com', 'http://localhost:8787'],
     rpc: false,
     mcp: { allowedOrigins: ['https://app.example'], streamLimits: { maxItems: 5, maxBytes: 64 } },
-    publicOrigin: 'https://plane.example',
   };
   const plane = createControlPlane(documented);
   assert.equal(typeof plane.fetch, 'function');
@@ -261,7 +268,7 @@ test('createControlPlane: every documented option is accepted; one not built yet
     () => createControlPlane({ ...documented, mcp: { allowedOrigins: ['https://a.example/x'] } }),
     '`mcp.allowedOrigins[0]` must be an origin',
   );
-  for (const name of ['openapi', 'rpc']) {
+  for (const name of ['rpc']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,

@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchTarget, ServedServer, ServeOptions } from '../../src/adapters/serve-target.ts';
-import { bearerInvocationMiddleware } from '../conformance/fixture-invocation.ts';
 import { createPlaneDeployment } from '../conformance/plane-fixture.ts';
 
 /** How a runtime serves a fetch target on a port. */
@@ -17,7 +16,6 @@ export type Serve = (target: FetchTarget, options: ServeOptions) => Promise<Serv
 export async function sdkClientListsAndCallsTools(serve: Serve): Promise<void> {
   const deployment = await createPlaneDeployment({
     websocketServices: true,
-    plane: { invocationMiddleware: bearerInvocationMiddleware },
   });
   const server = await serve(
     { fetch: (request: Request, env?: unknown) => deployment.plane.fetch(request, env) },

@@ -8,11 +8,7 @@
 import { svcErrorInfo } from '../../core/errors.ts';
 import type { SvcEventLog } from '../../core/logging.ts';
 import type { Invocation, InvocationContext } from '../invocation.ts';
-import {
-  type McpCatalog,
-  type McpProjected,
-  resolveResource,
-} from './mcp-catalog.ts';
+import { type McpCatalog, type McpProjected, resolveResource } from './mcp-catalog.ts';
 import {
   aggregateStream,
   type AggregationLimits,
@@ -245,4 +241,3 @@ export function createDispatch(scope: DispatchScope) {
 
 /** The dispatcher's type. */
 export type McpDispatch = ReturnType<typeof createDispatch>;
-

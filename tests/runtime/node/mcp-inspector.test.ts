@@ -8,7 +8,6 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { serveNode } from '../../../src/adapters/node.ts';
-import { bearerInvocationMiddleware } from '../../conformance/fixture-invocation.ts';
 import { createPlaneDeployment } from '../../conformance/plane-fixture.ts';
 
 const INSPECTOR = fileURLToPath(
@@ -33,7 +32,6 @@ function inspector(home: string, args: string[]): Promise<{ code: number; stdout
 test("MCP Inspector CLI lists the plane's tools and calls one", { timeout: 120_000 }, async () => {
   const deployment = await createPlaneDeployment({
     websocketServices: true,
-    plane: { invocationMiddleware: bearerInvocationMiddleware },
   });
   const server = await serveNode(
     { fetch: (request: Request, env?: unknown) => deployment.plane.fetch(request, env) },

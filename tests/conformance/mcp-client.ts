@@ -1,43 +1,6 @@
-// The invocation-middleware credentials of the checklist fixture (§1.2): `Authorization: Bearer
-// <t>` names the front-door caller; no header gets the middleware's own 401. Plus a small MCP
-// client for the plane's `/mcp` endpoint that reads JSON and SSE answers alike.
-import type { MiddlewareHandler } from 'hono';
+// A small MCP client for the fixture plane's `/mcp` endpoint (the fixture's bearer credentials
+// name the caller): builds Streamable HTTP requests and reads JSON and SSE answers alike.
 import { PLANE_URL } from './fixture.ts';
-
-/** The callers the fixture tokens name. */
-export const FIXTURE_BEARER_CALLERS: Record<string, Record<string, string>> = {
-  't-alice': { id: 'alice', kind: 'user', orgId: 'org-1', principalKind: 'api_key' },
-  't-bob': { id: 'bob', kind: 'user' },
-  't-robot': { id: 'svc-robot', kind: 'service' },
-  't-usersvc': { id: 'carol', kind: 'user', principalKind: 'service' },
-};
-
-/** Counts the middleware's runs (to prove a gate refused before it). */
-export const invocationMiddlewareRuns = { count: 0 };
-
-/** The fixture's invocation middleware. */
-export const bearerInvocationMiddleware: MiddlewareHandler = async (c, next) => {
-  invocationMiddlewareRuns.count++;
-  const header = c.req.header('Authorization');
-  if (header === undefined) {
-    return new Response('unauthorized', {
-      status: 401,
-      headers: { 'WWW-Authenticate': 'Bearer realm="fixture"' },
-    });
-  }
-  const token = header.replace(/^Bearer /, '');
-  if (token !== 't-nocaller') {
-    const caller = FIXTURE_BEARER_CALLERS[token];
-    if (caller === undefined) {
-      return new Response('unauthorized', {
-        status: 401,
-        headers: { 'WWW-Authenticate': 'Bearer realm="fixture", error="invalid_token"' },
-      });
-    }
-    c.set('svcCaller' as never, caller as never);
-  }
-  await next();
-};
 
 /** The plane's MCP endpoint URL in the fixture. */
 export const MCP_URL = `${PLANE_URL}/mcp`;
