@@ -24,7 +24,7 @@ async function deploy(plane: Partial<ControlPlaneOptions> = {}) {
 
 const NO_LEAK = /\bat [\w.<>]+ \(|node_modules|\/work\/|\.ts:\d+|file:\/\//;
 
-test('ACC-04 MCP: a user caller on a service-only ability tool fails in-band with 403, svc-a untouched', async () => {
+test('ACC-04 (MCP) a user caller on a service-only ability tool fails in-band with 403, svc-a untouched', async () => {
   const { deployment, call } = await deploy();
   await call('svc-a_whoami', {}, { token: 't-bob' });
   const before = deployment.rpcRequests('svc-a').length;
@@ -41,7 +41,7 @@ test('ACC-04 MCP: a user caller on a service-only ability tool fails in-band wit
   assert.equal(robot.result.structuredContent.identity.serviceId, 'svc-robot');
 });
 
-test('REG-05 MCP tools/list is byte-identical for t-alice, t-bob and t-robot', async () => {
+test('REG-05 (MCP) tools/list is byte-identical for t-alice, t-bob and t-robot', async () => {
   const { send } = await deploy();
   const bodies: string[] = [];
   for (const token of ['t-alice', 't-bob', 't-robot']) {
@@ -69,7 +69,7 @@ test('REG-05 MCP tools/list is byte-identical for t-alice, t-bob and t-robot', a
   assert.deepEqual(shaped.annotations, { idempotentHint: true });
 });
 
-test('DOS-02 MCP: 100 000 nested arrays or objects are refused with 4xx; the plane stays up', async () => {
+test('DOS-02 (MCP) 100 000 nested arrays or objects are refused with 4xx; the plane stays up', async () => {
   const { send, call } = await deploy();
   const arrays = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":${
     '['.repeat(100_000)
@@ -83,7 +83,7 @@ test('DOS-02 MCP: 100 000 nested arrays or objects are refused with 4xx; the pla
   assert.equal((await call('svc-a_whoami', {})).status, 200);
 });
 
-test('DOS-03 MCP: oversized headers get 4xx; the plane stays up', async () => {
+test('DOS-03 (MCP) oversized headers get 4xx; the plane stays up', async () => {
   const { send, call } = await deploy();
   const big = 'x'.repeat(64 * 1024);
   const answers = [
@@ -103,7 +103,7 @@ test('DOS-03 MCP: oversized headers get 4xx; the plane stays up', async () => {
   assert.equal((await call('svc-a_whoami', {})).status, 200);
 });
 
-test('ERR-09 MCP errors carry no stack traces, file paths or node_modules', async () => {
+test('ERR-09 (MCP) errors carry no stack traces, file paths or node_modules', async () => {
   const { send, call } = await deploy({ mcp: { maxBodyBytes: 1024 } });
   const answers = [
     await send(mcpRequest('{', { token: 't-alice' })),
@@ -126,7 +126,7 @@ test('ERR-09 MCP errors carry no stack traces, file paths or node_modules', asyn
   }
 });
 
-test('ERR-10 MCP: a retryable 503 from an idempotent method reaches the caller once, unretried', async () => {
+test('ERR-10 (MCP) a retryable 503 from an idempotent method reaches the caller once, unretried', async () => {
   const { deployment, call } = await deploy();
   const answer = await call('svc-a_failShaped', {
     status: 503,
@@ -142,7 +142,7 @@ test('ERR-10 MCP: a retryable 503 from an idempotent method reaches the caller o
   assert.equal(deployment.count('calls', 'svc-a.echo#failShaped'), 1);
 });
 
-test('IDEM-04 MCP: only a valid X-Svc-Idempotency-Key reaches the service', async () => {
+test('IDEM-04 (MCP) only a valid X-Svc-Idempotency-Key reaches the service', async () => {
   const { call } = await deploy();
   const valid = await call('svc-a_whoami', {}, {
     headers: { 'X-Svc-Idempotency-Key': 'order-42=a_b' },

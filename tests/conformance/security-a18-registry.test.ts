@@ -265,7 +265,3 @@ test('REG-05 (OpenAPI) GET /openapi.json is byte-identical for t-alice, t-bob, t
   assert.equal(bodies.size, 1);
   assert.equal(fx.middleware.runs, 0);
 });
-
-test('REG-05 (MCP) tools/list is byte-identical for every caller', {
-  skip: 'needs the MCP front door (MCP tools/list), built on another branch',
-}, () => {});
