@@ -12,6 +12,7 @@ export {
   JWKS_PATH,
 } from './control-plane.ts';
 export type { ControlPlaneOptions } from './control-plane-options.ts';
+export type { McpOptions, McpStreamLimits } from './mcp-options.ts';
 export {
   DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
   type IssueCapabilityTokenOptions,
