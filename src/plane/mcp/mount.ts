@@ -18,6 +18,7 @@ import {
   type FrontDoorDependencies,
   type InvocationContext,
   invocationDeadline,
+  type PublishedMethod,
 } from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
@@ -113,9 +114,25 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
   };
   const serverInfo = { name: deps.options.id, version: '1.0.0' };
 
+  // The projection of the last catalog seen: rebuilt only when a published method changed
+  // (accepted documents are frozen and kept while cached, so identity tells).
+  let last: { methods: unknown[]; catalog: McpCatalog } | undefined;
+  function projected(published: PublishedMethod[]): McpCatalog {
+    const methods = published.map((entry) => entry.method);
+    if (
+      last !== undefined && last.methods.length === methods.length &&
+      last.methods.every((method, index) => method === methods[index])
+    ) {
+      return last.catalog;
+    }
+    const catalog = buildMcpCatalog(published);
+    last = { methods, catalog };
+    return catalog;
+  }
+
   async function catalogOf(c: Context): Promise<McpCatalog | Response> {
     try {
-      return buildMcpCatalog(await invocation.publishedMethods(c, contextRequestId(c)));
+      return projected(await invocation.publishedMethods(c, contextRequestId(c)));
     } catch (error) {
       // Fail closed: no catalog, no tools (Catalog rules). The log has the cause.
       log({
