@@ -46,6 +46,7 @@ const MODULES: (() => Promise<{ benchmarks: Benchmark[] }>)[] = [
   () => import('./tokens.ts'),
   () => import('./rpc.ts'),
   () => import('./issuance.ts'),
+  () => import('./mcp.ts'),
 ];
 
 function commandLineArguments(): string[] {

@@ -7,9 +7,15 @@
  * - `ledger` (ingress): ability `ledger.entries`, reachable only with tokens the plane brokers.
  * - Callers: `billing` authenticates to the plane with an HMAC secret, `shipping` with a P-256
  *   key (its tokens are bound to that key, and its sessions prove possession).
+ * - An AI agent reaches `orders.catalog.list` and `watch` as MCP tools at the plane's `POST /mcp`,
+ *   with `Authorization: Bearer <agent token>` (made at start); the plane calls orders for it
+ *   with a delegated token.
  *
  * @module
  */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { MiddlewareHandler } from 'hono';
 import { decodeJwt } from 'jose';
 import { z } from 'zod';
 import {
@@ -50,6 +56,8 @@ export interface DemoDeployment {
     billing: { serviceId: 'billing'; clientId: string; clientSecret: string };
     shipping: { serviceId: 'shipping'; clientId: string; keyId: string; privateJwk: JsonWebKey };
   };
+  /** The MCP endpoint and the header an agent sends to it. */
+  mcp: { url: string; header: string };
   /** Runs the tour once; every step reports instead of throwing. */
   runTour(): Promise<TourStep[]>;
   /** Stops the three servers. */
@@ -74,6 +82,11 @@ const catalogAbility = defineAbility({
     list: abilityMethod({
       input: z.object({ inStockOnly: z.boolean().optional() }),
       output: z.object({ items: z.array(itemSchema), caller: z.string() }),
+      idempotent: true,
+      mcp: {
+        name: 'orders_list',
+        description: 'List the catalog, optionally only what is in stock',
+      },
     }),
     reserve: abilityMethod({
       input: z.object({ sku: z.string(), quantity: z.number().int().positive() }),
@@ -84,6 +97,7 @@ const catalogAbility = defineAbility({
       input: z.object({ count: z.number().int().min(1).max(100) }),
       output: z.object({ sku: z.string(), stock: z.number().int() }),
       stream: true,
+      mcp: { name: 'orders_watch', description: 'Stream `count` stock updates' },
     }),
   },
   handler: ({ identity }) => ({
@@ -155,6 +169,20 @@ function demoService(planeUrl: string, id: string, ingress: boolean) {
   });
 }
 
+/** The demo's invocation middleware: one agent token names one user-class caller. */
+function agentBearer(agentToken: string): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.header('Authorization') !== `Bearer ${agentToken}`) {
+      return new Response('unauthorized', {
+        status: 401,
+        headers: { 'WWW-Authenticate': 'Bearer realm="demo"' },
+      });
+    }
+    c.set('svcCaller' as never, { id: 'agent-1', kind: 'user' } as never);
+    await next();
+  };
+}
+
 /** Runs one step; a throw is reported as a failed step with its message. */
 async function step(title: string, run: () => Promise<string[]>): Promise<TourStep> {
   try {
@@ -212,6 +240,7 @@ export async function startDemo(): Promise<DemoDeployment> {
     servers.push(ledgerServer);
 
     const hmacSecret = randomSecret();
+    const agentToken = randomSecret();
     const shippingKey = await generateCallerKey('shipping-key-1');
     const plane = createControlPlane({
       id: PLANE_ID,
@@ -231,9 +260,13 @@ export async function startDemo(): Promise<DemoDeployment> {
         httpService({
           id: 'orders',
           url: ordersServer.url,
+          // The plane's WebSocket leg for streamed MCP tools (Node 20 has no global WebSocket).
+          createWebSocket: nodeWebSocketFactory(),
           grants: [
             { caller: 'billing', scopes: ['orders.read'] },
             { caller: 'shipping', scopes: ['orders.read', 'orders.write'] },
+            // The plane acts for MCP agents (delegated tokens) with read access only.
+            { caller: PLANE_ID, scopes: ['orders.read'] },
           ],
         }),
         httpService({
@@ -245,6 +278,7 @@ export async function startDemo(): Promise<DemoDeployment> {
           ],
         }),
       ],
+      invocationMiddleware: agentBearer(agentToken),
       log: false,
     });
     await plane.ready();
@@ -263,6 +297,7 @@ export async function startDemo(): Promise<DemoDeployment> {
       issuer: planeUrl,
     });
     const catalogUrl = `${ordersServer.url}/rpc/orders.catalog`;
+    const mcp = { url: `${planeUrl}/mcp`, header: `Authorization: Bearer ${agentToken}` };
 
     const runTour = async (): Promise<TourStep[]> => [
       await step('HMAC caller (billing) requests a token for orders', async () => {
@@ -342,6 +377,45 @@ export async function startDemo(): Promise<DemoDeployment> {
         return expectRefusal(session.balance({ account: 'acme' }), 'ingress_required')
           .finally(() => disposeAbilitySession(session));
       }),
+      await step(
+        'an MCP agent lists and calls tools at POST /mcp (the MCP SDK client)',
+        async () => {
+          const client = new Client({ name: 'demo-agent', version: '1.0.0' });
+          await client.connect(
+            new StreamableHTTPClientTransport(new URL(mcp.url), {
+              requestInit: { headers: { Authorization: `Bearer ${agentToken}` } },
+            }),
+          );
+          try {
+            const { tools } = await client.listTools();
+            const listed = await client.callTool({
+              name: 'orders_list',
+              arguments: { inStockOnly: true },
+            });
+            const { items, caller } = listed.structuredContent as {
+              items: unknown[];
+              caller: string;
+            };
+            let updates = 0;
+            const watched = await client.callTool(
+              { name: 'orders_watch', arguments: { count: 3 } },
+              undefined,
+              { onprogress: () => updates++ },
+            );
+            const streamed = (watched.structuredContent as { items: unknown[] }).items.length;
+            if (listed.isError || watched.isError || streamed !== 3) {
+              throw new Error('unexpected MCP results');
+            }
+            return [
+              `tools: ${tools.map((tool) => tool.name).join(', ')}`,
+              `orders_list: ${items.length} items in stock, served to ${caller} for agent-1`,
+              `orders_watch: ${streamed} items, ${updates} progress notifications`,
+            ];
+          } finally {
+            await client.close();
+          }
+        },
+      ),
       await step('billing calls reserve without orders.write: refused', () => {
         const session = abilitySession({
           abilityId: 'orders.catalog',
@@ -367,6 +441,7 @@ export async function startDemo(): Promise<DemoDeployment> {
           privateJwk: shippingKey.privateJwk,
         },
       },
+      mcp,
       runTour,
       close,
     };

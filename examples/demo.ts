@@ -17,11 +17,13 @@ const addresses: [string, string][] = [
   ['control plane', demo.urls.plane],
   ['  JWKS', `${demo.urls.plane}/.well-known/svc/jwks.json`],
   ['  token endpoint', `${demo.urls.plane}/.well-known/svc/capability-token`],
+  ['  MCP endpoint', demo.mcp.url],
   ['orders', `${demo.urls.orders}/.well-known/svc/service.json`],
   ['ledger (ingress)', `${demo.urls.ledger}/.well-known/svc/service.json`],
 ];
 console.log('svcplane demo, serving on 127.0.0.1');
 for (const [label, url] of addresses) console.log(`  ${label.padEnd(18)} ${url}`);
+console.log(`  ${'  MCP header'.padEnd(18)} ${demo.mcp.header}`);
 console.log('');
 
 const steps = await demo.runTour();

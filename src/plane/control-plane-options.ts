@@ -3,6 +3,7 @@
  *
  * @module
  */
+import type { MiddlewareHandler } from 'hono';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { type TimeoutPolicy, validateTimeoutPolicy } from '../core/deadline.ts';
@@ -15,11 +16,13 @@ import type { SvcLogOption } from '../core/logging.ts';
 import type { CallerAuthenticator } from './caller-auth.ts';
 import type { ServicesOption } from './catalog.ts';
 import type { DiscoveryCacheOption } from './registry-cache.ts';
+import { validateInvocationMiddleware } from './invocation-middleware.ts';
 import {
   DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
   MAX_CAPABILITY_TOKEN_TTL_SECONDS,
 } from './issuer.ts';
 import type { SigningKeysOption } from './signing-keys.ts';
+import { type McpOptions, type ResolvedMcpOptions, resolveMcpOptions } from './mcp-options.ts';
 import {
   type OpenApiOption,
   type ResolvedOpenApiOptions,
@@ -66,8 +69,14 @@ export interface ControlPlaneOptions {
    * longer request gets this one. Size the signing-key rotation overlap window from it.
    */
   ttlSeconds?: number;
-  /** Front-door invocation middleware. Not built yet: anything but `false` refuses construction. */
-  invocationMiddleware?: unknown;
+  /**
+   * Hono middleware `(c, next)` run for every matched front-door request (a published REST
+   * route, the MCP endpoint, the broker) and nothing else. Before `next()` it sets `svcCaller`
+   * (a `BrokerCaller`), and may set `svcConnInfo`; it reads `svcInvocation`. It may answer by
+   * itself (its 401 keeps its `WWW-Authenticate`). Without it every front-door request answers
+   * 500 `invocation_caller_missing`.
+   */
+  invocationMiddleware?: MiddlewareHandler | false;
   /**
    * `GET /openapi.json`, the OpenAPI 3.2 document of the REST facade: `security` and
    * `securitySchemes` (the authentication invocation middleware performs; nothing is invented
@@ -82,8 +91,12 @@ export interface ControlPlaneOptions {
   publicOrigin?: PublicOriginOption;
   /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
   rpc?: unknown;
-  /** The MCP endpoint. Not built yet: anything but `false` refuses construction. */
-  mcp?: unknown;
+  /**
+   * The MCP endpoint at `POST /mcp`, served when the catalog publishes MCP projections:
+   * `allowedOrigins` (browser origins allowed besides the endpoint origin), `streamLimits`
+   * (`maxItems` 10 000, `maxBytes` 1 MiB) and `maxBodyBytes` (1 MiB). `false` leaves it unmounted.
+   */
+  mcp?: McpOptions | false;
 }
 
 /** Options after validation, with defaults applied. */
@@ -94,13 +107,16 @@ export interface ResolvedControlPlaneOptions {
   httpCache?: ResolvedHttpCache;
   timeoutPolicy: TimeoutPolicy;
   ttlSeconds: number;
+  invocationMiddleware: MiddlewareHandler | undefined;
   /** `undefined` when `openapi: false`. */
   openapi: ResolvedOpenApiOptions | undefined;
   /** The distinct public origins, empty when none is configured. */
   publicOrigins: readonly string[];
+  /** The validated `mcp` option, or `false` when the endpoint is switched off. */
+  mcp: ResolvedMcpOptions | false;
 }
 
-const NOT_BUILT_YET = ['invocationMiddleware', 'rpc', 'mcp'] as const;
+const NOT_BUILT_YET = ['rpc'] as const;
 
 /**
  * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
@@ -117,6 +133,8 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'timeout',
   'log',
   'ttlSeconds',
+  'invocationMiddleware',
+  'mcp',
   'openapi',
   'publicOrigin',
   ...NOT_BUILT_YET,
@@ -193,7 +211,9 @@ export function resolveControlPlaneOptions(
     httpCache: resolveHttpCache(options.httpCache, 'createControlPlane: `httpCache`'),
     timeoutPolicy: validateTimeoutPolicy(options.timeout ?? {}, 'createControlPlane: `timeout`'),
     ttlSeconds: ttl(options.ttlSeconds),
+    invocationMiddleware: validateInvocationMiddleware(options.invocationMiddleware),
     openapi: resolveOpenApiOptions(options.openapi, id),
     publicOrigins: resolvePublicOrigins(options.publicOrigin),
+    mcp: options.mcp === false ? false : resolveMcpOptions(options.mcp),
   };
 }

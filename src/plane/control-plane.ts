@@ -17,6 +17,10 @@ import type { AuthenticatedCaller } from './caller-auth.ts';
 import { createCatalog } from './catalog.ts';
 import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-plane-options.ts';
 import { createInProcessSessions, type InProcessSessionOptions } from './in-process-session.ts';
+import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
+import { mountMcpEndpoint } from './mcp/mount.ts';
+import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
+import { mountRestFacade } from './rest/rest-facade.ts';
 import {
   createIssuer,
   type IssueCapabilityTokenOptions,
@@ -40,6 +44,23 @@ import {
 export const JWKS_PATH = '/.well-known/svc/jwks.json';
 /** Where callers request capability tokens. */
 export const CAPABILITY_TOKEN_PATH = '/.well-known/svc/capability-token';
+
+/** Where the MCP endpoint is served. */
+export const MCP_PATH = '/mcp';
+/** The default path of the public RPC broker. */
+export const DEFAULT_RPC_PATH = '/rpc';
+
+/**
+ * The plane's own routes, whatever is configured: no REST route may shadow one (a REST
+ * projection there is refused when the route table is built).
+ */
+const RESERVED_PLANE_PATHS: readonly string[] = [
+  JWKS_PATH,
+  CAPABILITY_TOKEN_PATH,
+  OPENAPI_PATH,
+  MCP_PATH,
+  DEFAULT_RPC_PATH,
+];
 
 /** What `issueCapabilityTokenForCaller` takes: an authenticated service caller, never a subject. */
 export interface IssueForCallerOptions {
@@ -227,7 +248,7 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
       catalog,
       options: resolved.openapi,
       publicOrigins: resolved.publicOrigins,
-      planePaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH, OPENAPI_PATH],
+      planePaths: RESERVED_PLANE_PATHS,
       ...(resolved.httpCache !== undefined ? { httpCache: resolved.httpCache } : {}),
       log,
     });
@@ -239,6 +260,25 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     issuer,
     timeoutPolicy: resolved.timeoutPolicy,
   });
+
+  // The one invocation path the front doors share, and the middleware that names their callers.
+  const frontDoors: FrontDoorDependencies = {
+    invocation: createInvocation({
+      planeServiceId: resolved.id,
+      catalog,
+      issuer,
+      timeoutPolicy: resolved.timeoutPolicy,
+      log,
+    }),
+    withInvocationMiddleware: createInvocationMiddlewareRunner(resolved.invocationMiddleware, log),
+    log,
+    options: resolved,
+    reservedPaths: RESERVED_PLANE_PATHS,
+    catalog,
+  };
+  if (resolved.mcp !== false) mountMcpEndpoint(app, frontDoors);
+  // After the plane's own routes: they answer first, and the facade never reads their paths.
+  mountRestFacade(app, frontDoors);
 
   return {
     app,

@@ -14,6 +14,7 @@ export {
 export type { ControlPlaneOptions } from './control-plane-options.ts';
 export type { OpenApiOption, OpenApiSecurityRequirementOption } from './openapi-options.ts';
 export type { PublicOriginOption } from './public-origin.ts';
+export type { McpOptions, McpStreamLimits } from './mcp-options.ts';
 export {
   DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
   type IssueCapabilityTokenOptions,

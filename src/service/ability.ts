@@ -18,6 +18,7 @@ import {
   rpcPathProblem,
 } from './identifiers.ts';
 import { checkMethodDefinition, checkScopeList, type MethodDefinition } from './method.ts';
+import { mcpProjectionKeys } from './mcp-projection.ts';
 import { restRouteKey } from './rest-path.ts';
 
 /** Who may see an ability through the plane's public front doors. */
@@ -317,7 +318,7 @@ function claimUnique(seen: Map<string, string>, key: string, owner: string, what
 /**
  * Checks that the abilities of one service can be served side by side: ability ids unique and
  * prefixed `<serviceId>.`, RPC paths unique, REST routes unique (method and path, variable names
- * ignored), MCP tool names unique. Throws `SvcConfigurationError` naming both owners.
+ * ignored), MCP tool and prompt names and resource URIs unique. Throws `SvcConfigurationError` naming both owners.
  */
 export function assertUniqueProjections(
   abilities: readonly AbilityDefinition[],
@@ -353,8 +354,8 @@ export function assertUniqueProjections(
           `REST route ${route}`,
         );
       }
-      if (method.mcp !== undefined) {
-        claimUnique(mcpNames, method.mcp.name, owner, `MCP tool name ${method.mcp.name}`);
+      for (const { key, what } of mcpProjectionKeys(method)) {
+        claimUnique(mcpNames, key, owner, what);
       }
     }
   }

@@ -4,6 +4,11 @@
  *
  * @module
  */
+import type {
+  McpPromptProjection,
+  McpResourceProjection,
+  McpToolProjection,
+} from './mcp-projection.ts';
 import type { JsonSchema } from '../core/schema.ts';
 import type { AbilityAccess, AbilityExposure, AbilityTransport } from './ability.ts';
 import type { RestMethod } from './rest-path.ts';
@@ -25,7 +30,11 @@ export interface MethodDiscoveryEntry {
   /** REST projection, status filled in. */
   rest?: { method: RestMethod; path: string; status: number };
   /** MCP tool projection. */
-  mcp?: { name: string; description: string };
+  mcp?: McpToolProjection;
+  /** MCP prompt projection (never on a streaming method). */
+  mcpPrompt?: McpPromptProjection;
+  /** MCP resource projection (never on a streaming method). */
+  mcpResource?: McpResourceProjection;
   /** The method's description, when it declares one. */
   description?: string;
 }

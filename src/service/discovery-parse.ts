@@ -13,11 +13,16 @@ import { ABILITY_TRANSPORTS } from './ability.ts';
 import {
   isAbilityId,
   isAbilityOfService,
-  MCP_TOOL_NAME_PATTERN,
   methodNameProblem,
   rpcPathProblem,
   scopeNameProblem,
 } from './identifiers.ts';
+import {
+  checkMcpPrompt,
+  checkMcpResource,
+  checkMcpTool,
+  mcpProjectionKeys,
+} from './mcp-projection.ts';
 import {
   parseRestPath,
   REST_METHODS,
@@ -113,16 +118,9 @@ function readRest(
   return { method, path: rest.path as string, status };
 }
 
-function readMcp(
-  reader: DocumentReader,
-  value: unknown,
-  where: string,
-): NonNullable<MethodDiscoveryEntry['mcp']> {
-  const mcp = reader.object(value, where);
-  if (typeof mcp.name !== 'string' || !MCP_TOOL_NAME_PATTERN.test(mcp.name)) {
-    refuseDocument(reader.serviceId, `${where}.name`, 'must match /^[A-Za-z0-9_.-]{1,128}$/');
-  }
-  return { name: mcp.name, description: reader.text(mcp.description, `${where}.description`) };
+function fieldRefusal(reader: DocumentReader, where: string) {
+  return (field: string, problem: string): never =>
+    refuseDocument(reader.serviceId, `${where}.${field}`, problem);
 }
 
 function readTimeoutMs(reader: DocumentReader, value: unknown, where: string): number {
@@ -155,7 +153,19 @@ function readMethod(reader: DocumentReader, value: unknown, where: string): Meth
   const rest = method.rest === undefined
     ? undefined
     : readRest(reader, method.rest, inputSchema, `${where}.rest`);
-  const mcp = method.mcp === undefined ? undefined : readMcp(reader, method.mcp, `${where}.mcp`);
+  const refuseField = fieldRefusal(reader, where);
+  for (const field of ['mcpPrompt', 'mcpResource'] as const) {
+    if (stream && method[field] !== undefined) {
+      refuseField(field, 'cannot project a streaming method (REST r6)');
+    }
+  }
+  const mcp = method.mcp === undefined ? undefined : checkMcpTool(method.mcp, refuseField);
+  const mcpPrompt = method.mcpPrompt === undefined
+    ? undefined
+    : checkMcpPrompt(method.mcpPrompt, refuseField);
+  const mcpResource = method.mcpResource === undefined
+    ? undefined
+    : checkMcpResource(method.mcpResource, inputSchema, refuseField);
   const description = reader.optionalText(method.description, `${where}.description`);
   return {
     scopes: reader.scopes(method.scopes, `${where}.scopes`),
@@ -165,7 +175,9 @@ function readMethod(reader: DocumentReader, value: unknown, where: string): Meth
     ...(idempotent ? { idempotent } : {}),
     timeoutMs: readTimeoutMs(reader, method.timeoutMs, `${where}.timeoutMs`),
     ...(rest !== undefined ? { rest } : {}),
-    ...(mcp !== undefined ? { mcp } : {}),
+    ...(mcp !== undefined ? { mcp: { ...mcp } } : {}),
+    ...(mcpPrompt !== undefined ? { mcpPrompt: { ...mcpPrompt } } : {}),
+    ...(mcpResource !== undefined ? { mcpResource: { ...mcpResource } } : {}),
     ...(description !== undefined ? { description } : {}),
   };
 }
@@ -324,8 +336,8 @@ function assertUniqueEntries(reader: DocumentReader, abilities: AbilityDiscovery
           `REST route ${route}`,
         );
       }
-      if (method.mcp !== undefined) {
-        claimUnique(reader, mcpNames, method.mcp.name, `MCP tool name ${method.mcp.name}`);
+      for (const { key, what } of mcpProjectionKeys(method)) {
+        claimUnique(reader, mcpNames, key, what);
       }
     }
   }

@@ -65,6 +65,8 @@ function methodEntry(
     timeoutMs: ceiling ?? 0,
     ...(method.rest !== undefined ? { rest: { ...method.rest } } : {}),
     ...(method.mcp !== undefined ? { mcp: { ...method.mcp } } : {}),
+    ...(method.mcpPrompt !== undefined ? { mcpPrompt: { ...method.mcpPrompt } } : {}),
+    ...(method.mcpResource !== undefined ? { mcpResource: { ...method.mcpResource } } : {}),
     ...(method.description !== undefined ? { description: method.description } : {}),
   };
 }

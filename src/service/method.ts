@@ -15,7 +15,15 @@ import {
   schemaContractProblem,
   type SvcSchema,
 } from '../core/schema.ts';
-import { MCP_TOOL_NAME_PATTERN, scopeNameProblem } from './identifiers.ts';
+import { scopeNameProblem } from './identifiers.ts';
+import {
+  checkMcpPrompt,
+  checkMcpResource,
+  checkMcpTool,
+  type McpPromptProjection,
+  type McpResourceProjection,
+  type McpToolProjection,
+} from './mcp-projection.ts';
 import {
   parseRestPath,
   REST_METHODS,
@@ -45,12 +53,8 @@ export interface RestProjection {
 }
 
 /** A method's MCP tool projection. */
-export interface McpProjection {
-  /** Tool name, `/^[A-Za-z0-9_.-]{1,128}$/`. */
-  readonly name: string;
-  /** Tool description shown to MCP clients. */
-  readonly description: string;
-}
+export type McpProjection = McpToolProjection;
+export type { McpPromptProjection, McpResourceProjection };
 
 /** What {@link abilityMethod} accepts. `S` is `true` for a streaming method. */
 export interface MethodOptions<
@@ -66,8 +70,21 @@ export interface MethodOptions<
   scopes?: readonly string[];
   /** REST projection (not for streaming methods, REST r6). */
   rest?: RestProjectionOptions;
-  /** MCP tool projection. */
-  mcp?: { name: string; description: string };
+  /** MCP tool projection (streaming methods too: their items are returned as `{ items }`). */
+  mcp?: { name: string; description: string; title?: string };
+  /** MCP prompt projection (not for streaming methods, REST r6). */
+  mcpPrompt?: { name: string; title?: string; description?: string };
+  /**
+   * MCP resource projection (not for streaming methods, REST r6); `uri` may be a template whose
+   * `{var}`s are top-level string input fields.
+   */
+  mcpResource?: {
+    uri: string;
+    name: string;
+    title?: string;
+    description?: string;
+    mimeType?: string;
+  };
   /** Repeating the call with the same input cannot double its effect. */
   idempotent?: true;
   /** The method yields many items. */
@@ -98,6 +115,10 @@ export interface MethodDefinition<
   readonly rest?: RestProjection;
   /** MCP tool projection, when declared. */
   readonly mcp?: McpProjection;
+  /** MCP prompt projection, when declared (never on a streaming method). */
+  readonly mcpPrompt?: McpPromptProjection;
+  /** MCP resource projection, when declared (never on a streaming method). */
+  readonly mcpResource?: McpResourceProjection;
   /** `true` only when the definition was marked idempotent. */
   readonly idempotent: boolean;
   /** `true` for a streaming method. */
@@ -122,13 +143,14 @@ const ALLOWED_KEYS: readonly string[] = [
   'scopes',
   'rest',
   'mcp',
+  'mcpPrompt',
+  'mcpResource',
   'idempotent',
   'stream',
   'timeoutMs',
   'description',
 ];
 const REST_FIELDS: readonly string[] = ['method', 'path', 'status'];
-const MCP_FIELDS: readonly string[] = ['name', 'description'];
 const FIELD_REFUSAL = { noun: 'field', reason: 'invalid_method' } as const;
 
 const jsonSchemasByMethod = new WeakMap<MethodDefinition, MethodJsonSchemas>();
@@ -197,16 +219,6 @@ function checkRest(value: unknown, label: string, inputJsonSchema: JsonSchema): 
   return Object.freeze({ method: value.method as RestMethod, path: value.path as string, status });
 }
 
-function checkMcp(value: unknown, label: string): McpProjection {
-  if (!isPlainObject(value)) return refuse(label, 'mcp', 'must be an object { name, description }');
-  refuseUnknownKeys(value, MCP_FIELDS, `${label}: mcp`, FIELD_REFUSAL);
-  if (typeof value.name !== 'string' || !MCP_TOOL_NAME_PATTERN.test(value.name)) {
-    refuse(label, 'mcp.name', 'must be 1 to 128 ASCII letters, digits, `_`, `.` or `-`');
-  }
-  if (typeof value.description !== 'string') refuse(label, 'mcp.description', 'must be a string');
-  return Object.freeze({ name: value.name as string, description: value.description as string });
-}
-
 function checkStreamTimeout(timeoutMs: number | undefined, label: string): void {
   if (timeoutMs !== undefined && timeoutMs !== 0) {
     refuse(
@@ -241,7 +253,21 @@ export function checkMethodDefinition(definition: unknown, label: string): Metho
   const rest = definition.rest === undefined
     ? undefined
     : checkRest(definition.rest, label, jsonSchemas.input);
-  const mcp = definition.mcp === undefined ? undefined : checkMcp(definition.mcp, label);
+  const refuseField = (field: string, problem: string): never => refuse(label, field, problem);
+  for (const field of ['mcpPrompt', 'mcpResource'] as const) {
+    if (stream && definition[field] !== undefined) {
+      refuse(label, field, 'cannot be declared on a streaming method (REST r6)');
+    }
+  }
+  const mcp = definition.mcp === undefined
+    ? undefined
+    : checkMcpTool(definition.mcp, refuseField, label);
+  const mcpPrompt = definition.mcpPrompt === undefined
+    ? undefined
+    : checkMcpPrompt(definition.mcpPrompt, refuseField, label);
+  const mcpResource = definition.mcpResource === undefined
+    ? undefined
+    : checkMcpResource(definition.mcpResource, jsonSchemas.input, refuseField, label);
   const description = checkOptionalText(definition.description, label, 'description');
   const checked: MethodDefinition = Object.freeze({
     input,
@@ -249,6 +275,8 @@ export function checkMethodDefinition(definition: unknown, label: string): Metho
     scopes: checkScopeList(definition.scopes, label, 'scopes'),
     ...(rest !== undefined ? { rest } : {}),
     ...(mcp !== undefined ? { mcp } : {}),
+    ...(mcpPrompt !== undefined ? { mcpPrompt } : {}),
+    ...(mcpResource !== undefined ? { mcpResource } : {}),
     idempotent,
     stream,
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
@@ -318,7 +346,9 @@ export function methodJsonSchemas(method: MethodDefinition): MethodJsonSchemas {
  * Defines one ability method. Refuses (with `SvcConfigurationError`) a schema lacking
  * `~standard.validate` or `~standard.jsonSchema`, a REST projection with an unknown method, a
  * path not starting with `/`, an empty `{}` or a `{name}` that is not a top-level input field, a
- * status outside 200..299, REST on a streaming method, a malformed MCP tool name, and an invalid
+ * status outside 200..299, REST or an MCP prompt / resource on a streaming method, a malformed MCP
+ * projection (tool or prompt name, resource URI whose `{var}` is not a top-level string input
+ * field), and an invalid
  * `timeoutMs`. The literal types of the schemas and of the `stream` flag are kept for inference.
  */
 export function abilityMethod<

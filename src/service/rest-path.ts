@@ -78,11 +78,22 @@ const MAX_ROOT_REF_HOPS = 8;
  * keys count, so `constructor` never appears by accident.
  */
 export function topLevelInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
+  return new Set(Object.keys(topLevelInputProperties(inputJsonSchema)));
+}
+
+/**
+ * The top-level `properties` of an input JSON Schema (own keys only), with a root `$ref` chain
+ * followed as {@link topLevelInputFields} does; an empty record when it declares none. Each
+ * value is that field's schema, a root-relative `$ref` left as it is.
+ */
+export function topLevelInputProperties(
+  inputJsonSchema: Record<string, unknown>,
+): Record<string, unknown> {
   const properties = rootObjectSchema(inputJsonSchema)?.properties;
   if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) {
-    return new Set();
+    return {};
   }
-  return new Set(Object.keys(properties));
+  return properties as Record<string, unknown>;
 }
 
 /** The schema a root `$ref` chain ends at, or `undefined` when it leaves the document. */
@@ -121,4 +132,32 @@ function localDefinition(
  */
 export function restRouteKey(method: string, path: string): string {
   return `${method} ${path.replace(/\{[^/{}]*\}/g, '{}')}`;
+}
+
+/**
+ * The top-level field names whose schema is a plain string (`type: 'string'`), following a root
+ * `$ref` as {@link topLevelInputFields} does: the fields an MCP prompt argument or a resource
+ * URI variable can carry.
+ */
+export function topLevelStringInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
+  const properties = rootObjectSchema(inputJsonSchema)?.properties;
+  const names = new Set<string>();
+  if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) {
+    return names;
+  }
+  for (const [name, schema] of Object.entries(properties as Record<string, unknown>)) {
+    if (
+      schema !== null && typeof schema === 'object' &&
+      (schema as { type?: unknown }).type === 'string'
+    ) {
+      names.add(name);
+    }
+  }
+  return names;
+}
+
+/** The names listed in the root object schema's `required`, following a root `$ref`. */
+export function requiredInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
+  const required = rootObjectSchema(inputJsonSchema)?.required;
+  return new Set(Array.isArray(required) ? required.filter((n) => typeof n === 'string') : []);
 }

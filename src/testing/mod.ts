@@ -52,3 +52,5 @@ export {
   type RegistryCache,
 } from '../plane/registry-cache.ts';
 export { staticJwks } from '../service/jwks-sources.ts';
+export { createMcpConformancePlane, mcpConformanceAbility } from './mcp-conformance.ts';
+export { type JsonSchemaType, jsonSchemaType } from './json-schema-type.ts';

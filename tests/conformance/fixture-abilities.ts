@@ -85,6 +85,7 @@ export function echoAbility(
         output: anyObject,
         scopes: [`${serviceId}.read`],
         mcp: { name: `${serviceId}_whoami`, description: 'Echo the verified identity' },
+        rest: { method: 'get', path: '/whoami' },
       }),
       write: abilityMethod({
         input: anyObject,
@@ -94,11 +95,13 @@ export function echoAbility(
       sleep: abilityMethod({
         input: z.object({ ms: z.number().int().nonnegative() }),
         output: z.object({ slept: z.number(), aborted: z.boolean() }),
+        rest: { method: 'post', path: '/sleep' },
       }),
       fail: abilityMethod({
         input: z.object({ kind: z.string() }),
         output: anyObject,
         mcp: { name: `${serviceId}_fail`, description: 'Fail on purpose' },
+        rest: { method: 'post', path: '/fail' },
       }),
       failShaped: abilityMethod({
         input: z.object({
@@ -108,10 +111,20 @@ export function echoAbility(
         }),
         output: anyObject,
         idempotent: true,
+        mcp: { name: `${serviceId}_failShaped`, description: 'Fail with a chosen classification' },
+        rest: { method: 'post', path: '/fail-shaped' },
       }),
-      badOutput: abilityMethod({ input: anyObject, output: z.object({ ok: z.literal(true) }) }),
+      badOutput: abilityMethod({
+        input: anyObject,
+        output: z.object({ ok: z.literal(true) }),
+        rest: { method: 'get', path: '/bad-output' },
+      }),
       ticks: abilityMethod({
-        input: z.object({ n: z.number().int().nonnegative(), size: z.number().int().optional() }),
+        input: z.object({
+          n: z.number().int().nonnegative(),
+          size: z.number().int().optional(),
+          delayMs: z.number().int().nonnegative().optional(),
+        }),
         output: z.object({ i: z.number().int(), pad: z.string().optional() }),
         stream: true,
         mcp: { name: `${serviceId}_ticks`, description: 'Stream n ticks' },
@@ -135,6 +148,21 @@ export function echoAbility(
         input: z.object({ q: z.string().optional() }),
         output: anyObject,
         rest: { method: 'query', path: '/items/search' },
+      }),
+      'items.replace': abilityMethod({
+        input: item,
+        output: item,
+        rest: { method: 'put', path: '/items/{id}' },
+      }),
+      'items.patch': abilityMethod({
+        input: z.object({ id: z.string(), name: z.string().optional() }),
+        output: anyObject,
+        rest: { method: 'patch', path: '/items/{id}' },
+      }),
+      'items.delete': abilityMethod({
+        input: z.object({ id: z.string() }),
+        output: z.object({ deleted: z.string() }),
+        rest: { method: 'delete', path: '/items/{id}', status: 204 },
       }),
     },
     handler: counted(stats, id, (input) => ({
@@ -186,10 +214,20 @@ export function echoAbility(
         call('badOutput');
         return { ok: false, leaked: stats.marker } as unknown as { ok: true };
       },
-      async *ticks({ n, size }: { n: number; size?: number }) {
+      async *ticks({ n, size, delayMs }: { n: number; size?: number; delayMs?: number }) {
         call('ticks');
         const pad = size ? 'x'.repeat(size) : undefined;
-        for (let i = 0; i < n; i++) yield pad === undefined ? { i } : { i, pad };
+        let i = 0;
+        try {
+          for (; i < n; i++) {
+            if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs));
+            call('ticks.yielded');
+            yield pad === undefined ? { i } : { i, pad };
+          }
+        } finally {
+          // Counted when the stream ends early: the caller cancelled it instead of draining it.
+          if (i < n) call('ticks.cancelled');
+        }
       },
       async *failMidStream({ after }: { after: number }) {
         call('failMidStream');
@@ -207,6 +245,18 @@ export function echoAbility(
       'items.search'(value: { q?: string }) {
         call('items.search');
         return { query: value };
+      },
+      'items.replace'(value: z.infer<typeof item>) {
+        call('items.replace');
+        return value;
+      },
+      'items.patch'(value: { id: string; name?: string }) {
+        call('items.patch');
+        return { patched: value };
+      },
+      'items.delete'({ id }: { id: string }) {
+        call('items.delete');
+        return { deleted: id };
       },
     })),
   });
@@ -239,6 +289,7 @@ export function internalAbility(stats: FixtureStats) {
         input: anyObject,
         output: anyObject,
         rest: { method: 'get', path: '/internal/whoami' },
+        mcp: { name: 'svc-a_internal_whoami', description: 'Service callers only' },
       }),
     },
     handler: counted(stats, 'svc-a.internal', (input) => ({
@@ -281,7 +332,12 @@ export function whoamiOnlyAbility(stats: FixtureStats, serviceId: string) {
     exposure: 'published',
     rpc: { transports: ['http-batch', 'websocket'] },
     methods: {
-      whoami: abilityMethod({ input: anyObject, output: anyObject, scopes: [`${serviceId}.read`] }),
+      whoami: abilityMethod({
+        input: anyObject,
+        output: anyObject,
+        scopes: [`${serviceId}.read`],
+        rest: { method: 'get', path: `/${serviceId}/whoami` },
+      }),
     },
     handler: counted(stats, id, (input) => ({
       whoami() {

@@ -12,7 +12,7 @@ import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
 import type { CallerAuthenticator } from '../../src/plane/caller-auth.ts';
 import { type ControlPlane, createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
-import { localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
+import { httpService, localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
 import { abilitySession, type ProofSigner } from '../../src/caller/ability-session.ts';
 import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
 import { createService } from '../../src/service/service.ts';
@@ -39,6 +39,13 @@ import {
   REST_SERVICE_ID,
   restFixtureService,
 } from './fixture-rest-abilities.ts';
+import {
+  assertReadResponseMatchesOpenApi,
+  type OpenApiDocumentLike,
+} from '../support/openapi-response-check.ts';
+import type { MiddlewareHandler } from 'hono';
+import type { BrokerCaller } from '../../src/plane/broker-caller.ts';
+import type { SvcInvocation } from '../../src/plane/invocation-middleware.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -69,6 +76,12 @@ export interface PlaneDeploymentOptions {
   jwksCacheTtlSeconds?: number;
   /** Extra plane options (httpCache, ttlSeconds, timeout, discoveryCache...). */
   plane?: Partial<Omit<ControlPlaneOptions, 'signingKeys' | 'authenticateCaller'>>;
+  /**
+   * Reach svc-a..svc-d as `httpService` endpoints whose HTTP and WebSocket legs are in memory
+   * (through the recorded `serviceFetch`), so the plane can open streams; default in-process
+   * `localService` endpoints (HTTP-batch only).
+   */
+  websocketServices?: boolean;
   /** Endpoints added to the fixture catalog (fake services). */
   extraServices?: ServiceEndpoint[];
   /**
@@ -88,6 +101,79 @@ export interface PlaneDeploymentOptions {
    * JWKS route requests.
    */
   countSigningKeyLookups?: boolean;
+}
+
+/**
+ * The invocation-middleware credentials of the checklist (§1.2): `Authorization: Bearer <t>`.
+ * `t-nocaller` calls `next()` without naming a caller; no (or an unknown) credential gets the
+ * middleware's own 401 with `WWW-Authenticate: Bearer realm="fixture"`.
+ */
+export const FIXTURE_BEARERS: Readonly<Record<string, BrokerCaller>> = {
+  't-alice': { id: 'alice', kind: 'user', orgId: 'org-1', principalKind: 'api_key' },
+  't-bob': { id: 'bob', kind: 'user' },
+  't-robot': { id: 'svc-robot', kind: 'service' },
+  't-usersvc': { id: 'carol', kind: 'user', principalKind: 'service' },
+};
+/** The credential whose middleware run names no caller. */
+export const NO_CALLER_BEARER = 't-nocaller';
+/** The challenge of the fixture middleware's 401. */
+export const FIXTURE_CHALLENGE = 'Bearer realm="fixture"';
+/** The connection info the fixture middleware forwards (a loopback client). */
+export const FIXTURE_CONN_INFO = {
+  remote: { address: '127.0.0.1', addressType: 'IPv4', port: 50123, transport: 'tcp' },
+} as const;
+
+/** The `openapi` option of the fixture plane: the bearer authentication its middleware does. */
+export const FIXTURE_OPENAPI = {
+  security: [{ fixtureBearer: [] }],
+  securitySchemes: { fixtureBearer: { type: 'http', scheme: 'bearer' } },
+  cache: false as const,
+};
+
+/** What the fixture middleware saw: one entry per run, with the `svcInvocation` it was given. */
+export interface MiddlewareRecord {
+  runs: number;
+  invocations: SvcInvocation[];
+}
+
+/** The checklist's invocation middleware (§1.2), counting its runs into `record`. */
+export function fixtureInvocationMiddleware(record: MiddlewareRecord): MiddlewareHandler {
+  return async (c, next) => {
+    record.runs++;
+    record.invocations.push(c.get('svcInvocation' as never) as SvcInvocation);
+    const credential = /^Bearer (\S+)$/.exec(c.req.header('Authorization') ?? '')?.[1];
+    const caller = credential === undefined ? undefined : FIXTURE_BEARERS[credential];
+    if (caller === undefined && credential !== NO_CALLER_BEARER) {
+      return Response.json({
+        type: 'urn:svcplane:problem:capability_auth',
+        title: 'Unauthorized',
+        status: 401,
+        detail: 'A bearer credential is required',
+        code: 'capability_auth',
+        retryable: false,
+        reason: 'fixture_unauthenticated',
+      }, {
+        status: 401,
+        headers: {
+          'WWW-Authenticate': FIXTURE_CHALLENGE,
+          'Content-Type': 'application/problem+json',
+        },
+      });
+    }
+    if (caller !== undefined) c.set('svcCaller' as never, caller as never);
+    c.set('svcConnInfo' as never, FIXTURE_CONN_INFO as never);
+    await next();
+  };
+}
+
+/** A REST request of the fixture's callers. */
+export interface RestRequestInit {
+  /** A fixture bearer (`t-alice`...); none sends no `Authorization`. */
+  bearer?: string;
+  /** A JSON body (serialised) or raw text. */
+  body?: unknown;
+  /** Extra headers (`Content-Type` defaults to JSON when a body is given). */
+  headers?: Record<string, string>;
 }
 
 /** The per-service scopes, and one grant per caller service on every target. */
@@ -161,6 +247,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const discoveryAnswers = new Map<string, number>();
   const jwksRequests: string[] = [];
   const counters = { jwksFetches: 0, signingKeyLookups: 0, requesterFetches: 0 };
+  const middleware: MiddlewareRecord = { runs: 0, invocations: [] };
+  let openApiDocument: OpenApiDocumentLike | undefined;
 
   // Services reach the JWKS of whichever replica is active (the one "deployed" at the URL).
   let active: ControlPlane | undefined;
@@ -210,13 +298,27 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       return built[id]!.fetch(request, env, ctx);
     };
 
+  /** The in-memory WebSocket factories of `websocketServices` endpoints, by service id. */
+  const sockets = new Map<FixtureServiceId, ReturnType<typeof memoryWebSocketFactory>>();
+  const socketsOf = (id: FixtureServiceId) => {
+    if (!sockets.has(id)) sockets.set(id, memoryWebSocketFactory(serviceFetch(id)));
+    return sockets.get(id)!;
+  };
   const endpoints = (): ServiceEndpoint[] => [
     ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) =>
-      localService({
-        id,
-        service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
-        grants: grantsFor(id),
-      })
+      options.websocketServices
+        ? httpService({
+          id,
+          url: `http://${id}.internal`,
+          fetch: (request) => serviceFetch(id)(request),
+          createWebSocket: (url) => socketsOf(id).createWebSocket(url),
+          grants: grantsFor(id),
+        })
+        : localService({
+          id,
+          service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
+          grants: grantsFor(id),
+        })
     ),
     ...(options.restService
       ? [localService({
@@ -271,6 +373,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       services: endpoints(),
       discoveryCache: false,
       log,
+      invocationMiddleware: fixtureInvocationMiddleware(middleware),
+      openapi: FIXTURE_OPENAPI,
       ...options.plane,
       ...overrides,
     });
@@ -293,6 +397,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     counters,
     /** URLs the services fetched from the plane (their JWKS source). */
     jwksRequests,
+    /** WebSocket connections the plane opened to each service (`websocketServices` only). */
+    sockets,
     services: built,
     /** The replica services currently fetch their JWKS from (and requesters talk to). */
     get plane(): ControlPlane {
@@ -412,6 +518,35 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     /** Events with this name, in order. */
     eventsNamed(name: string): SvcLogEvent[] {
       return events.filter((event) => event.event === name);
+    },
+    /** Runs of the fixture invocation middleware, and the `svcInvocation` of each. */
+    middleware,
+    /** The deployed plane's `/openapi.json`, read once. */
+    async openapi(): Promise<OpenApiDocumentLike> {
+      if (openApiDocument === undefined) {
+        const response = await activeFetch(new Request(`${PLANE_URL}/openapi.json`));
+        openApiDocument = await response.json() as OpenApiDocumentLike;
+      }
+      return openApiDocument;
+    },
+    /**
+     * Sends a REST request to the deployed plane and reads the answer, which must be what the
+     * plane's OpenAPI document declares for it (status, media type, body schema; an unknown
+     * path a problem 404, another method a problem 405 with `Allow`).
+     */
+    async rest(method: string, path: string, init: RestRequestInit = {}): Promise<ReadResponse> {
+      const headers = new Headers(init.headers);
+      if (init.bearer !== undefined) headers.set('Authorization', `Bearer ${init.bearer}`);
+      let body: string | undefined;
+      if (init.body !== undefined) {
+        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+        if (!headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+      }
+      const read = await readResponse(
+        await activeFetch(new Request(`${PLANE_URL}${path}`, { method, headers, body })),
+      );
+      assertReadResponseMatchesOpenApi(await deployment.openapi(), method, path, read);
+      return read;
     },
   };
   return deployment;

@@ -245,7 +245,7 @@ test('createControlPlane: every documented option is accepted; one not built yet
     timeout: { defaultMs: 500, maxMs: 1000 },
     log: { log: (event: SvcLogEvent) => events.push(event.event) },
     ttlSeconds: 60,
-    invocationMiddleware: false,
+    invocationMiddleware: false as const,
     openapi: {
       security: [{ bearer: [] }],
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
@@ -256,17 +256,30 @@ test('createControlPlane: every documented option is accepted; one not built yet
     },
     publicOrigin: ['https://api.example.com', 'http://localhost:8787'],
     rpc: false,
-    mcp: false,
+    mcp: { allowedOrigins: ['https://app.example'], streamLimits: { maxItems: 5, maxBytes: 64 } },
   };
   const plane = createControlPlane(documented);
   assert.equal(typeof plane.fetch, 'function');
-  for (const name of ['invocationMiddleware', 'rpc', 'mcp']) {
+  refusedNaming(
+    () => createControlPlane({ ...documented, mcp: { streamLimit: {} } as never }),
+    'unknown option `streamLimit`',
+  );
+  refusedNaming(
+    () => createControlPlane({ ...documented, mcp: { allowedOrigins: ['https://a.example/x'] } }),
+    '`mcp.allowedOrigins[0]` must be an origin',
+  );
+  for (const name of ['rpc']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,
     );
     assert.equal(error.reason, 'not_built_yet');
   }
+  const notMiddleware = refusedNaming(
+    () => createControlPlane({ ...documented, invocationMiddleware: {} as never }),
+    '`invocationMiddleware` must be a Hono middleware',
+  );
+  assert.equal(notMiddleware.reason, 'invalid_invocation_middleware');
 });
 
 test('caller authenticators: a misspelt client field is refused, naming the client', async () => {

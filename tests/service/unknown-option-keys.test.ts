@@ -224,8 +224,16 @@ test('definitions: an unknown field of an ability, its rpc, a method, its rest o
     'abilityMethod: rest: unknown field `statsu` (accepted: method, path, status)',
   );
   refusedNaming(
-    () => abilityMethod({ ...method, mcp: { name: 'x', description: 'y', title: 'z' } } as never),
-    'abilityMethod: mcp: unknown field `title` (accepted: name, description)',
+    () => abilityMethod({ ...method, mcp: { name: 'x', description: 'y', titel: 'z' } } as never),
+    'abilityMethod: mcp: unknown field `titel` (accepted: name, description, title)',
+  );
+  refusedNaming(
+    () => abilityMethod({ ...method, mcpPrompt: { name: 'x', args: [] } } as never),
+    'abilityMethod: mcpPrompt: unknown field `args` (accepted: name, title, description)',
+  );
+  refusedNaming(
+    () => abilityMethod({ ...method, mcpResource: { uri: 'a:b', name: 'n', mime: 'x' } } as never),
+    'abilityMethod: mcpResource: unknown field `mime` (accepted: uri, name, title, description, mimeType)',
   );
   refusedNaming(
     () =>

@@ -1,0 +1,243 @@
+/**
+ * The MCP methods the endpoint answers, without the SDK: tools, prompts and resources of the
+ * projected catalog, each call going through the plane's one invocation path. Unknown names are
+ * JSON-RPC errors and contact no service; every failure once a call was made stays in-band.
+ *
+ * @module
+ */
+import { svcErrorInfo } from '../../core/errors.ts';
+import type { SvcEventLog } from '../../core/logging.ts';
+import type { Invocation, InvocationContext } from '../invocation.ts';
+import { type McpCatalog, type McpProjected, resolveResource } from './mcp-catalog.ts';
+import {
+  aggregateStream,
+  type AggregationLimits,
+  type ProgressSink,
+} from './stream-aggregation.ts';
+import {
+  failureRecord,
+  outputText,
+  toolFailure,
+  type ToolResult,
+  toolSuccess,
+} from './tool-result.ts';
+
+/** JSON-RPC "invalid params": an unknown tool, prompt or resource. */
+export const JSONRPC_INVALID_PARAMS = -32602;
+/** JSON-RPC "internal error". */
+export const JSONRPC_INTERNAL_ERROR = -32603;
+/** MCP's "resource not found". */
+export const MCP_RESOURCE_NOT_FOUND = -32002;
+
+/** An error answered as a JSON-RPC error object (`code` is read by the SDK). */
+export class McpProtocolError extends Error {
+  constructor(readonly code: number, message: string, readonly data?: unknown) {
+    super(message);
+    this.name = 'McpProtocolError';
+  }
+}
+
+/** What one dispatch needs from the request. */
+export interface DispatchScope {
+  catalog: McpCatalog;
+  invocation: Invocation;
+  /** The request's invocation context; `signal` is added per call. */
+  context: InvocationContext;
+  log: SvcEventLog;
+  /** The request context events are logged with. */
+  logContext: unknown;
+  limits: AggregationLimits;
+  /** Names the projected method on `svcInvocation` (MCP enriches it during dispatch). */
+  enrich(projected: McpProjected, extra: { tool?: string }): void;
+}
+
+/** Per-call extras the SDK gives a handler. */
+export interface CallExtra {
+  signal: AbortSignal;
+  progress?: ProgressSink;
+}
+
+type Kind = 'tool' | 'prompt' | 'resource';
+
+function shown(name: unknown): string {
+  return JSON.stringify(String(name).slice(0, 128));
+}
+
+function bothSignals(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
+  if (a === undefined) return b;
+  const controller = new AbortController();
+  const abort = (signal: AbortSignal) => () => controller.abort(signal.reason);
+  for (const signal of [a, b]) {
+    if (signal.aborted) controller.abort(signal.reason);
+    else signal.addEventListener('abort', abort(signal), { once: true });
+  }
+  return controller.signal;
+}
+
+/** The dispatcher of one request. */
+export function createDispatch(scope: DispatchScope) {
+  const { catalog, invocation } = scope;
+
+  function event(
+    kind: Kind,
+    projected: McpProjected,
+    name: string,
+    startedAt: number,
+    error?: unknown,
+  ) {
+    const base = {
+      requestId: scope.context.requestId,
+      [kind === 'resource' ? 'uri' : kind]: name,
+      serviceId: projected.target.serviceId,
+      abilityId: projected.target.abilityId,
+      method: projected.target.method,
+      durationMs: Date.now() - startedAt,
+    };
+    if (error === undefined) {
+      scope.log({ event: `svc.mcp.${kind}.completed`, level: 'info', ...base }, scope.logContext);
+      return;
+    }
+    const info = svcErrorInfo(error);
+    scope.log({
+      event: `svc.mcp.${kind}.failed`,
+      level: info.status >= 500 ? 'error' : 'warn',
+      ...base,
+      code: info.code,
+      status: info.status,
+      retryable: info.retryable,
+      ...(info.reason !== undefined ? { reason: info.reason } : {}),
+    }, scope.logContext);
+  }
+
+  function unknown(kind: Kind, name: unknown): never {
+    scope.log({
+      event: `svc.mcp.${kind}.failed`,
+      level: 'warn',
+      requestId: scope.context.requestId,
+      reason: `unknown_${kind}`,
+    }, scope.logContext);
+    throw new McpProtocolError(
+      kind === 'resource' ? MCP_RESOURCE_NOT_FOUND : JSONRPC_INVALID_PARAMS,
+      `Unknown ${kind}: ${shown(name)}`,
+    );
+  }
+
+  function contextFor(signal: AbortSignal): InvocationContext {
+    return { ...scope.context, signal: bothSignals(scope.context.signal, signal) };
+  }
+
+  /** Calls a unary projection; rethrows with the `kind` event logged. */
+  async function callUnary(
+    kind: Kind,
+    projected: McpProjected,
+    name: string,
+    input: unknown,
+    signal: AbortSignal,
+  ) {
+    scope.enrich(projected, kind === 'tool' ? { tool: name } : {});
+    const startedAt = Date.now();
+    try {
+      const output = await invocation.call(projected.target, input, contextFor(signal));
+      event(kind, projected, name, startedAt);
+      return output;
+    } catch (error) {
+      event(kind, projected, name, startedAt, error);
+      throw error;
+    }
+  }
+
+  return {
+    listTools: () => ({ tools: catalog.toolList }),
+
+    async callTool(
+      params: { name: string; arguments?: Record<string, unknown> },
+      extra: CallExtra,
+    ): Promise<ToolResult> {
+      const tool = catalog.tools.get(params.name) ?? unknown('tool', params.name);
+      const input = params.arguments ?? {};
+      if (!tool.stream) {
+        try {
+          const output = await callUnary('tool', tool, params.name, input, extra.signal);
+          return toolSuccess(output, tool.structured);
+        } catch (error) {
+          return await toolFailure(error, scope.context.requestId);
+        }
+      }
+      scope.enrich(tool, { tool: params.name });
+      const startedAt = Date.now();
+      const context = contextFor(extra.signal);
+      try {
+        const stream = await invocation.stream(tool.target, input, context);
+        const items = await aggregateStream(stream, scope.limits, extra.progress, context.signal);
+        event('tool', tool, params.name, startedAt);
+        return toolSuccess({ items }, true);
+      } catch (error) {
+        event('tool', tool, params.name, startedAt, error);
+        return await toolFailure(error, scope.context.requestId);
+      }
+    },
+
+    listPrompts: () => ({ prompts: [...catalog.prompts.values()].map((p) => p.listing) }),
+
+    async getPrompt(
+      params: { name: string; arguments?: Record<string, string> },
+      extra: CallExtra,
+    ) {
+      const prompt = catalog.prompts.get(params.name) ?? unknown('prompt', params.name);
+      const output = await failingAsProtocolError(() =>
+        callUnary('prompt', prompt, params.name, params.arguments ?? {}, extra.signal)
+      );
+      if (
+        output !== null && typeof output === 'object' &&
+        Array.isArray((output as { messages?: unknown }).messages)
+      ) {
+        return output as Record<string, unknown>;
+      }
+      return {
+        ...(prompt.listing.description !== undefined
+          ? { description: prompt.listing.description }
+          : {}),
+        messages: [{ role: 'user', content: { type: 'text', text: outputText(output) } }],
+      };
+    },
+
+    listResources: () => ({
+      resources: [...catalog.resources.values()].filter((r) => r.pattern === undefined).map((r) =>
+        r.listing
+      ),
+    }),
+
+    listResourceTemplates: () => ({ resourceTemplates: catalog.templates.map((r) => r.listing) }),
+
+    async readResource(params: { uri: string }, extra: CallExtra) {
+      const found = resolveResource(catalog, params.uri) ?? unknown('resource', params.uri);
+      const output = await failingAsProtocolError(() =>
+        callUnary('resource', found.resource, found.resource.uri, found.input, extra.signal)
+      );
+      return {
+        contents: [{
+          uri: params.uri,
+          ...(found.resource.mimeType !== undefined ? { mimeType: found.resource.mimeType } : {}),
+          text: outputText(output),
+        }],
+      };
+    },
+  };
+
+  /**
+   * Prompts and resources have no `isError` result: their failures are JSON-RPC errors whose
+   * `data` is the same problem record a tool failure carries.
+   */
+  async function failingAsProtocolError<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      const record = await failureRecord(error, scope.context.requestId);
+      const code = record.status === 422 ? JSONRPC_INVALID_PARAMS : JSONRPC_INTERNAL_ERROR;
+      throw new McpProtocolError(code, String(record.detail), record);
+    }
+  }
+}
+
+/** The dispatcher's type. */
+export type McpDispatch = ReturnType<typeof createDispatch>;

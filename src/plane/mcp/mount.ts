@@ -1,0 +1,213 @@
+/**
+ * `mountMcpEndpoint`: the MCP endpoint at `POST /mcp`, the plane's one entry into this door.
+ * Gates run in the contract's order before anything else: method (405), Origin (403), protocol
+ * version (400), body size, JSON and JSON-RPC shape (413 / 400); then the catalog (no MCP
+ * projection: 404, not mounted), then the invocation middleware, then the SDK, which is loaded
+ * only now, so a plane without MCP projections never loads it. Every answer is `no-store`.
+ *
+ * @module
+ */
+import type { Context, Hono } from 'hono';
+import { parseTimeoutBudget, SVC_TIMEOUT_HEADER } from '../../core/deadline.ts';
+import { filterIdempotencyKey, SVC_IDEMPOTENCY_KEY_HEADER } from '../../core/idempotency.ts';
+import { describeErrorForLog } from '../../core/logging.ts';
+import { contextRequestId } from '../../service/problem-json-app.ts';
+import type { BrokerCaller } from '../broker-caller.ts';
+import type { ConnInfo } from '../../core/conn-info.ts';
+import {
+  type FrontDoorDependencies,
+  type InvocationContext,
+  invocationDeadline,
+  type PublishedMethod,
+} from '../invocation.ts';
+import type { SvcInvocation } from '../invocation-middleware.ts';
+import {
+  type BodyRefusal,
+  JSONRPC_INVALID_REQUEST,
+  jsonRpcErrorResponse,
+  type McpMessage,
+  readMcpMessages,
+} from './jsonrpc-body.ts';
+import { buildMcpCatalog, type McpCatalog, type McpProjected } from './mcp-catalog.ts';
+import { createDispatch, JSONRPC_INTERNAL_ERROR } from './mcp-dispatch.ts';
+import { originAllowed } from './origin-gate.ts';
+import { pinInitializeVersion, protocolVersionAccepted } from './protocol-version.ts';
+
+/** Where the endpoint is served. */
+export const MCP_PATH = '/mcp';
+
+const NO_STORE = { 'Cache-Control': 'no-store' } as const;
+
+type SdkModule = typeof import('./sdk-server.ts');
+let sdk: Promise<SdkModule> | undefined;
+
+/** Loads the SDK half once, on the first request that needs it. */
+function loadSdk(): Promise<SdkModule> {
+  sdk ??= import('./sdk-server.ts');
+  return sdk;
+}
+
+function refusal(status: number, code: number, message: string, extra?: HeadersInit): Response {
+  return jsonRpcErrorResponse({ status, code, message }, {
+    ...NO_STORE,
+    ...Object.fromEntries(new Headers(extra)),
+  });
+}
+
+/** The same answer, never cache-eligible (MCP rule 3), whoever wrote it. */
+function noStore(response: Response): Response {
+  if (response.headers.get('Cache-Control') === 'no-store') return response;
+  const headers = new Headers(response.headers);
+  headers.set('Cache-Control', 'no-store');
+  return new Response(response.body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers,
+  });
+}
+
+/** Whether any request asks for progress: then the answer must be a stream of events. */
+function wantsProgress(messages: readonly McpMessage[]): boolean {
+  return messages.some((message) => {
+    const meta = (message.params as { _meta?: { progressToken?: unknown } } | undefined)?._meta;
+    return meta?.progressToken !== undefined;
+  });
+}
+
+function invocationContext(
+  c: Context,
+  caller: BrokerCaller,
+  connInfo: ConnInfo | undefined,
+  deps: FrontDoorDependencies,
+  arrivedAt: number,
+): InvocationContext {
+  const deadline = invocationDeadline(
+    parseTimeoutBudget(c.req.header(SVC_TIMEOUT_HEADER)),
+    deps.options.timeoutPolicy,
+    arrivedAt,
+  );
+  const idempotencyKey = filterIdempotencyKey(c.req.header(SVC_IDEMPOTENCY_KEY_HEADER));
+  return {
+    caller,
+    ...(connInfo !== undefined ? { connInfo } : {}),
+    requestId: contextRequestId(c),
+    ...(deadline !== undefined ? { deadline } : {}),
+    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+    bindings: c,
+    signal: c.req.raw.signal,
+  };
+}
+
+/**
+ * Mounts `/mcp` on the plane's app. Tools, prompts and resources come from the catalog's
+ * published methods with MCP projections, the same for every caller; each call goes through the
+ * shared invocation path with `svcInvocation.surface = 'mcp'`, enriched with the projected
+ * method (and `tool`) during dispatch.
+ */
+export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
+  const { invocation, log } = deps;
+  if (deps.options.mcp === false) return;
+  const options = deps.options.mcp;
+  const gate = {
+    publicOrigins: deps.options.publicOrigins,
+    allowedOrigins: options.allowedOrigins,
+  };
+  const serverInfo = { name: deps.options.id, version: '1.0.0' };
+
+  // The projection of the last catalog seen: rebuilt only when a published method changed
+  // (accepted documents are frozen and kept while cached, so identity tells).
+  let last: { methods: unknown[]; catalog: McpCatalog } | undefined;
+  function projected(published: PublishedMethod[]): McpCatalog {
+    const methods = published.map((entry) => entry.method);
+    if (
+      last !== undefined && last.methods.length === methods.length &&
+      last.methods.every((method, index) => method === methods[index])
+    ) {
+      return last.catalog;
+    }
+    const catalog = buildMcpCatalog(published);
+    last = { methods, catalog };
+    return catalog;
+  }
+
+  async function catalogOf(c: Context): Promise<McpCatalog | Response> {
+    try {
+      return projected(await invocation.publishedMethods(c, contextRequestId(c)));
+    } catch (error) {
+      // Fail closed: no catalog, no tools (Catalog rules). The log has the cause.
+      log({
+        event: 'svc.mcp.catalog_failed',
+        level: 'error',
+        requestId: contextRequestId(c),
+        error: describeErrorForLog(error),
+      }, c);
+      return refusal(500, JSONRPC_INTERNAL_ERROR, 'Internal error: the catalog is unavailable');
+    }
+  }
+
+  app.all(MCP_PATH, async (c) => {
+    const arrivedAt = Date.now();
+    const request = c.req.raw;
+    if (request.method !== 'POST') {
+      return refusal(
+        405,
+        JSONRPC_INVALID_REQUEST,
+        'Method not allowed: the MCP endpoint takes POST',
+        {
+          Allow: 'POST',
+        },
+      );
+    }
+    if (!originAllowed(request, gate)) {
+      return refusal(
+        403,
+        JSONRPC_INVALID_REQUEST,
+        'Forbidden: this Origin may not use the MCP endpoint',
+      );
+    }
+    if (!protocolVersionAccepted(request.headers.get('mcp-protocol-version'))) {
+      return refusal(400, JSONRPC_INVALID_REQUEST, 'Bad request: unsupported MCP-Protocol-Version');
+    }
+    const read = await readMcpMessages(request, options.maxBodyBytes);
+    if ('status' in read) {
+      return jsonRpcErrorResponse(read as BodyRefusal, NO_STORE);
+    }
+    const catalog = await catalogOf(c);
+    if (catalog instanceof Response) return catalog;
+    if (catalog.empty) return noStore(await c.notFound());
+    for (const message of read.messages) pinInitializeVersion(message);
+    return noStore(
+      await deps.withInvocationMiddleware(c, { surface: 'mcp' }, async (caller, connInfo) => {
+        const dispatch = createDispatch({
+          catalog,
+          invocation,
+          context: invocationContext(c, caller, connInfo, deps, arrivedAt),
+          log,
+          logContext: c,
+          limits: { maxItems: options.maxItems, maxBytes: options.maxBytes },
+          enrich(projected: McpProjected, extra: { tool?: string }) {
+            const current = c.get('svcInvocation' as never) as SvcInvocation | undefined;
+            c.set('svcInvocation' as never, {
+              ...current,
+              surface: 'mcp',
+              serviceId: projected.target.serviceId,
+              abilityId: projected.target.abilityId,
+              method: projected.target.method,
+              ...extra,
+            } as never);
+          },
+        });
+        const { serveMcpRequest } = await loadSdk();
+        return await serveMcpRequest(
+          request,
+          read.batch ? read.messages : read.messages[0],
+          dispatch,
+          {
+            serverInfo,
+            jsonResponse: !wantsProgress(read.messages),
+          },
+        );
+      }),
+    );
+  });
+}

@@ -1,0 +1,136 @@
+/**
+ * The only module that loads `@modelcontextprotocol/sdk`, imported lazily by the endpoint on the
+ * first MCP request, so a plane without MCP projections never loads the SDK. One low-level
+ * `Server` and one stateless `WebStandardStreamableHTTPServerTransport` per request: a stateless
+ * transport cannot be reused, and the pair holds nothing between requests.
+ *
+ * @module
+ */
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import {
+  CallToolRequestSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  ReadResourceRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
+import type { McpDispatch } from './mcp-dispatch.ts';
+import type { ProgressSink } from './stream-aggregation.ts';
+
+/** How one request is served. */
+export interface McpServeOptions {
+  serverInfo: { name: string; version: string };
+  /** Answer with one JSON body (no notification can be sent) instead of an SSE stream. */
+  jsonResponse: boolean;
+}
+
+function progressSink(
+  token: unknown,
+  send: (
+    notification: { method: 'notifications/progress'; params: Record<string, unknown> },
+  ) => Promise<void>,
+): ProgressSink | undefined {
+  if (typeof token !== 'string' && typeof token !== 'number') return undefined;
+  return { token, send: (params) => send({ method: 'notifications/progress', params }) };
+}
+
+function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']): Server {
+  const server = new Server(info, {
+    capabilities: { tools: {}, prompts: {}, resources: {}, logging: {} },
+    // AJV compiles with `new Function`, which workerd forbids; this one runs everywhere.
+    jsonSchemaValidator: new CfWorkerJsonSchemaValidator(),
+  });
+  server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools());
+  server.setRequestHandler(
+    CallToolRequestSchema,
+    (request, extra) =>
+      dispatch.callTool(request.params, {
+        signal: extra.signal,
+        progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
+      }),
+  );
+  server.setRequestHandler(ListPromptsRequestSchema, () => dispatch.listPrompts());
+  server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
+    // deno-lint-ignore no-explicit-any
+    dispatch.getPrompt(request.params, { signal: extra.signal }) as any);
+  server.setRequestHandler(ListResourcesRequestSchema, () => dispatch.listResources());
+  server.setRequestHandler(
+    ListResourceTemplatesRequestSchema,
+    () => dispatch.listResourceTemplates(),
+  );
+  server.setRequestHandler(
+    ReadResourceRequestSchema,
+    (request, extra) => dispatch.readResource(request.params, { signal: extra.signal }),
+  );
+  return server;
+}
+
+/** The response with `no-store`, closing the pair once its body ended or was cancelled. */
+function closingWhenDone(response: Response, close: () => void): Response {
+  const headers = new Headers(response.headers);
+  headers.set('Cache-Control', 'no-store');
+  const body = response.body;
+  if (body === null) {
+    close();
+    return new Response(null, { status: response.status, headers });
+  }
+  const reader = body.getReader();
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const next = await reader.read();
+        if (next.done) {
+          controller.close();
+          close();
+        } else {
+          controller.enqueue(next.value);
+        }
+      } catch (error) {
+        controller.error(error);
+        close();
+      }
+    },
+    // The client went away: closing the server aborts every running handler's signal, which
+    // cancels the upstream call or stream.
+    cancel(reason) {
+      reader.cancel(reason).catch(() => {});
+      close();
+    },
+  });
+  return new Response(stream, { status: response.status, headers });
+}
+
+/**
+ * Serves one MCP POST whose body was already read and checked. `signal` is the HTTP request's
+ * (the client disconnected): it closes the pair like a cancelled response body does.
+ */
+export async function serveMcpRequest(
+  request: Request,
+  parsedBody: unknown,
+  dispatch: McpDispatch,
+  options: McpServeOptions,
+): Promise<Response> {
+  const server = createServer(dispatch, options.serverInfo);
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: options.jsonResponse,
+  });
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    server.close().catch(() => {});
+  };
+  request.signal?.addEventListener('abort', close, { once: true });
+  await server.connect(transport);
+  try {
+    return closingWhenDone(await transport.handleRequest(request, { parsedBody }), close);
+  } catch (error) {
+    close();
+    throw error;
+  }
+}
