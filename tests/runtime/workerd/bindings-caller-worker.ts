@@ -6,6 +6,8 @@
 // - `POST /call` (a CallRequest): one call through an ability session, answered as a CallOutcome.
 // - `POST /stream` (a StreamRequest): a WebSocket session to orders over the ORDERS binding, a
 //   unary call and a stream read item by item, answered as a StreamOutcome.
+// - `POST /native-stream` (a StreamRequest): the same over native binding RPC, through its
+//   ORDERS_RPC binding to orders' OrdersAbilities entrypoint (`connectAbility`).
 // - `POST /plane-stream` (`{ count }`): the same through the plane's own `abilitySession`, run by
 //   its PlaneSessions entrypoint, answered as a StreamOutcome.
 // - `POST /issue` (any JSON): handed as is to `PLANE_TOKENS.requestCapabilityToken` (with
@@ -24,6 +26,10 @@ import {
   type ServiceBindingFetcher,
 } from '../../../src/caller/transports/http-batch.ts';
 import { websocketRpc } from '../../../src/caller/transports/websocket.ts';
+import {
+  cloudflareNativeRpc,
+  type NativeAbilityBinding,
+} from '../../../src/caller/transports/cloudflare-native.ts';
 import type { TokenRequester } from '../../../src/caller/ability-session.ts';
 import {
   BILLING_SERVICE_ID,
@@ -51,6 +57,8 @@ interface CallerEnv {
   PLANE_SESSIONS: { streamOrders(count: number): Promise<StreamOutcome> };
   /** The orders Worker. */
   ORDERS: ServiceBindingFetcher;
+  /** The orders Worker's OrdersAbilities entrypoint (native binding RPC). */
+  ORDERS_RPC: NativeAbilityBinding;
 }
 
 const CALL_BUDGET_MS = 15_000;
@@ -130,6 +138,26 @@ function stream(env: CallerEnv, request: StreamRequest): Promise<StreamOutcome> 
   );
 }
 
+/** A session to orders over native binding RPC: `connectAbility` through ORDERS_RPC. */
+function nativeStream(env: CallerEnv, request: StreamRequest): Promise<StreamOutcome> {
+  const requester = requesterFor(env, 'tokens');
+  return lookupAndStream(
+    () =>
+      abilitySession<OrdersApi>({
+        abilityId: 'orders.catalog',
+        callerServiceId: BILLING_SERVICE_ID,
+        targetServiceId: 'orders',
+        scopes: ['orders.read'],
+        requestToken: request.token === 'unsigned'
+          ? () => Promise.resolve(UNSIGNED_TOKEN)
+          : requester,
+        transport: cloudflareNativeRpc(env.ORDERS_RPC),
+        timeoutMs: CALL_BUDGET_MS,
+      }),
+    request.count,
+  );
+}
+
 async function issue(binding: CapabilityTokenBinding, request: unknown): Promise<IssueOutcome> {
   try {
     return { answer: await binding.requestCapabilityToken(request as never) };
@@ -147,6 +175,9 @@ export default {
     }
     if (request.method === 'POST' && path === '/stream') {
       return Response.json(await stream(env, await request.json() as StreamRequest));
+    }
+    if (request.method === 'POST' && path === '/native-stream') {
+      return Response.json(await nativeStream(env, await request.json() as StreamRequest));
     }
     if (request.method === 'POST' && path === '/plane-stream') {
       const { count } = await request.json() as { count: number };

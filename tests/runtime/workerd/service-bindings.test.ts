@@ -47,6 +47,7 @@ function withDeployment(run: (url: URL) => Promise<void>, options: WorkersOption
           PLANE_EVENTS: { name: 'plane', entrypoint: 'PlaneEvents' },
           PLANE_SESSIONS: { name: 'plane', entrypoint: 'PlaneSessions' },
           ORDERS: 'orders',
+          ORDERS_RPC: { name: 'orders', entrypoint: 'OrdersAbilities' },
         },
       },
       {
@@ -437,3 +438,31 @@ test(
     });
   },
 );
+
+for (const [label, options] of [['enhanced', {}], ['legacy', LEGACY_ERRORS]] as const) {
+  test(
+    `workerd bindings (${label} error serialisation): billing streams 1 000 validated items from orders over native binding RPC; a refused token fails typed`,
+    BOUND,
+    async () => {
+      await withDeployment(async (url) => {
+        assertStreamed(
+          await postJson<StreamOutcome>(url, '/native-stream', {
+            count: STREAMED_MOVEMENTS,
+          }),
+        );
+        // No socket: the session rode connectAbility's byte streams.
+        assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+        const refused = await postJson<StreamOutcome>(url, '/native-stream', {
+          count: 1,
+          token: 'unsigned',
+        });
+        assert.equal(refused.ok, false, JSON.stringify(refused));
+        const error = (refused as { error: SeenError }).error;
+        // The refusal crossed as data: its taxonomy survives either serialisation.
+        assert.equal(error.code, 'capability_auth');
+        assert.equal(error.status, 401);
+        assert.equal(error.retryable, false);
+      }, options);
+    },
+  );
+}
