@@ -3,6 +3,7 @@
  *
  * @module
  */
+import type { MiddlewareHandler } from 'hono';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { type TimeoutPolicy, validateTimeoutPolicy } from '../core/deadline.ts';
@@ -15,6 +16,7 @@ import type { SvcLogOption } from '../core/logging.ts';
 import type { CallerAuthenticator } from './caller-auth.ts';
 import type { ServicesOption } from './catalog.ts';
 import type { DiscoveryCacheOption } from './registry-cache.ts';
+import { validateInvocationMiddleware } from './invocation-middleware.ts';
 import {
   DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
   MAX_CAPABILITY_TOKEN_TTL_SECONDS,
@@ -60,8 +62,14 @@ export interface ControlPlaneOptions {
    * longer request gets this one. Size the signing-key rotation overlap window from it.
    */
   ttlSeconds?: number;
-  /** Front-door invocation middleware. Not built yet: anything but `false` refuses construction. */
-  invocationMiddleware?: unknown;
+  /**
+   * Hono middleware `(c, next)` run for every matched front-door request (a published REST
+   * route, the MCP endpoint, the broker) and nothing else. Before `next()` it sets `svcCaller`
+   * (a `BrokerCaller`), and may set `svcConnInfo`; it reads `svcInvocation`. It may answer by
+   * itself (its 401 keeps its `WWW-Authenticate`). Without it every front-door request answers
+   * 500 `invocation_caller_missing`.
+   */
+  invocationMiddleware?: MiddlewareHandler | false;
   /** The OpenAPI document. Not built yet: anything but `false` refuses construction. */
   openapi?: unknown;
   /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
@@ -78,9 +86,10 @@ export interface ResolvedControlPlaneOptions {
   httpCache?: ResolvedHttpCache;
   timeoutPolicy: TimeoutPolicy;
   ttlSeconds: number;
+  invocationMiddleware: MiddlewareHandler | undefined;
 }
 
-const NOT_BUILT_YET = ['invocationMiddleware', 'openapi', 'rpc', 'mcp'] as const;
+const NOT_BUILT_YET = ['openapi', 'rpc', 'mcp'] as const;
 
 /**
  * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
@@ -97,6 +106,7 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'timeout',
   'log',
   'ttlSeconds',
+  'invocationMiddleware',
   ...NOT_BUILT_YET,
 ];
 
@@ -171,5 +181,6 @@ export function resolveControlPlaneOptions(
     httpCache: resolveHttpCache(options.httpCache, 'createControlPlane: `httpCache`'),
     timeoutPolicy: validateTimeoutPolicy(options.timeout ?? {}, 'createControlPlane: `timeout`'),
     ttlSeconds: ttl(options.ttlSeconds),
+    invocationMiddleware: validateInvocationMiddleware(options.invocationMiddleware),
   };
 }

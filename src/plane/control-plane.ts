@@ -17,6 +17,8 @@ import type { AuthenticatedCaller } from './caller-auth.ts';
 import { createCatalog } from './catalog.ts';
 import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-plane-options.ts';
 import { createInProcessSessions, type InProcessSessionOptions } from './in-process-session.ts';
+import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
+import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
 import {
   createIssuer,
   type IssueCapabilityTokenOptions,
@@ -224,6 +226,22 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     issuer,
     timeoutPolicy: resolved.timeoutPolicy,
   });
+
+  // The one invocation path the front doors share, and the middleware that names their callers.
+  const frontDoors: FrontDoorDependencies = {
+    invocation: createInvocation({
+      planeServiceId: resolved.id,
+      catalog,
+      issuer,
+      timeoutPolicy: resolved.timeoutPolicy,
+      log,
+    }),
+    withInvocationMiddleware: createInvocationMiddlewareRunner(resolved.invocationMiddleware, log),
+    log,
+    options: resolved,
+    reservedPaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH],
+  };
+  void frontDoors;
 
   return {
     app,

@@ -12,43 +12,31 @@
  */
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { type ConnInfo, serializeConnInfo } from '../core/conn-info.ts';
-import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
-import type { DelegatedSubject } from '../core/identity.ts';
-import { isPrincipalKindTooLong, MAX_PRINCIPAL_KIND_LENGTH } from '../core/token-claims.ts';
+import { SvcConfigurationError } from '../core/errors.ts';
 import { applyTimeoutPolicy, type TimeoutPolicy } from '../core/deadline.ts';
 import {
   type AbilitySession,
   abilitySession,
   refuseAbilityOutsideTarget,
 } from '../caller/ability-session.ts';
-import type { AbilityDiscoveryEntry } from '../service/discovery.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
   RpcOpenTarget,
   RpcTransportFactory,
 } from '../caller/transports/outbound-metadata.ts';
-import type { Catalog, ResolvedTarget } from './catalog.ts';
-import type { EndpointRpcKind, ServiceEndpoint } from './endpoints.ts';
+import { type BrokerCaller, tokenShapeForCaller, validateBrokerCaller } from './broker-caller.ts';
+import type { Catalog } from './catalog.ts';
+import { authorizeAbility, mintForTarget } from './invocation.ts';
 import type { createIssuer } from './issuer.ts';
+import { keptTransport, type SelectedTransport, selectTransport } from './target-transport.ts';
 
-/** The broker caller: who the plane is acting for (set by invocation middleware or app code). */
-export interface BrokerCaller {
-  /**
-   * Who the caller is: for `kind: 'user'` the delegated principal (`sub`, `subject.id`); for
-   * `kind: 'service'` the service the token is issued to (`sub`).
-   */
-  id: string;
-  /** `service` only for callers the plane proved to be services; everything else is `user`. */
-  kind: 'service' | 'user';
-  /** The principal's organization id (`spo`, `subject.orgId`); user-class callers only. */
-  orgId?: string;
-  /**
-   * Application-owned principal category (`api_key`, `automation`...; `spk`, `subject.kind`), at
-   * most 512 characters; user-class callers only. Never changes access.
-   */
-  principalKind?: string;
-}
+export {
+  type BrokerCaller,
+  checkCatalogAccess,
+  tokenShapeForCaller,
+  validateBrokerCaller,
+} from './broker-caller.ts';
 
 /** Options of `plane.abilitySession` (the contract's in-process session options). */
 export interface InProcessSessionOptions {
@@ -90,7 +78,6 @@ const SESSION_OPTIONS: readonly string[] = [
   'requestId',
   'timeoutMs',
 ];
-const CALLER_FIELDS: readonly string[] = ['id', 'kind', 'orgId', 'principalKind'];
 
 interface SessionDependencies {
   planeServiceId: string;
@@ -104,160 +91,6 @@ function text(value: unknown, field: string): string {
     throw new SvcConfigurationError(`abilitySession: \`${field}\` must be a non-empty string`);
   }
   return value;
-}
-
-/**
- * Validates a broker caller; `orgId` and `principalKind` belong to user-class callers only. A
- * field beyond those is refused: a misspelt `orgID` would otherwise mint the subject without
- * its organisation.
- */
-export function validateBrokerCaller(caller: unknown, label: string): BrokerCaller {
-  if (caller === null || typeof caller !== 'object' || Array.isArray(caller)) {
-    throw new SvcConfigurationError(
-      `${label}: caller must be { id, kind, orgId?, principalKind? }`,
-    );
-  }
-  refuseUnknownKeys(caller, CALLER_FIELDS, `${label}: \`caller\``, { noun: 'field' });
-  const record = caller as Record<string, unknown>;
-  const id = text(record.id, 'caller.id');
-  if (record.kind !== 'service' && record.kind !== 'user') {
-    throw new SvcConfigurationError(`${label}: caller.kind must be 'service' or 'user'`);
-  }
-  const checked: BrokerCaller = { id, kind: record.kind };
-  if (record.orgId !== undefined) {
-    // A service caller's token carries no subject, so an org would be dropped unseen.
-    if (record.kind === 'service') {
-      throw new SvcConfigurationError(`${label}: a service caller carries no orgId`);
-    }
-    checked.orgId = text(record.orgId, 'caller.orgId');
-  }
-  if (record.principalKind !== undefined) {
-    const kind = text(record.principalKind, 'caller.principalKind');
-    if (isPrincipalKindTooLong(kind)) {
-      throw new SvcConfigurationError(
-        `${label}: caller.principalKind exceeds ${MAX_PRINCIPAL_KIND_LENGTH} characters`,
-      );
-    }
-    if (record.kind === 'service') {
-      throw new SvcConfigurationError(`${label}: a service caller carries no principalKind`);
-    }
-    checked.principalKind = kind;
-  }
-  return checked;
-}
-
-/** The token shape a broker caller maps to (contract: Broker caller mapping). */
-export function tokenShapeForCaller(caller: BrokerCaller | undefined, planeServiceId: string): {
-  callerServiceId: string;
-  callerAccess: 'service' | 'plane';
-  subject?: DelegatedSubject;
-} {
-  if (caller === undefined) return { callerServiceId: planeServiceId, callerAccess: 'plane' };
-  if (caller.kind === 'service') return { callerServiceId: caller.id, callerAccess: 'service' };
-  const subject: DelegatedSubject = { id: caller.id };
-  if (caller.principalKind !== undefined) subject.kind = caller.principalKind;
-  if (caller.orgId !== undefined) subject.orgId = caller.orgId;
-  return { callerServiceId: planeServiceId, callerAccess: 'plane', subject };
-}
-
-/** Refuses a non-service caller for a service-only ability, from the catalog, before minting. */
-export function checkCatalogAccess(
-  target: ResolvedTarget,
-  abilityId: string,
-  callerAccess: 'service' | 'plane',
-): void {
-  const ability = target.document.abilities.find((entry) => entry.id === abilityId);
-  if (ability === undefined) {
-    throw new CapabilityAuthError(`Unknown ability ${abilityId} on ${target.endpoint.id}`, {
-      status: 403,
-      reason: 'unknown_ability',
-    });
-  }
-  if (ability.access === 'service' && callerAccess !== 'service') {
-    throw new CapabilityAuthError(`Ability ${abilityId} is restricted to service callers`, {
-      status: 403,
-      reason: 'access_class_mismatch',
-    });
-  }
-}
-
-function noUsableTransport(
-  ability: AbilityDiscoveryEntry,
-  endpoint: ServiceEndpoint,
-  why: string,
-): never {
-  throw new SvcConfigurationError(
-    `abilitySession: ${ability.id} is served over ${ability.rpc.transports.join(', ')}, and ` +
-      `the plane cannot reach it that way through service "${endpoint.id}": ${why}`,
-    { reason: 'rpc_transport_unavailable' },
-  );
-}
-
-/** The transport an in-process session travels on, and its kind. */
-interface SelectedTransport {
-  kind: EndpointRpcKind;
-  transport: RpcTransportFactory;
-}
-
-/**
- * The transport an in-process session uses, from what the ability offers and the endpoint can
- * open. An ability with streaming methods goes over WebSocket when it can (streams need a
- * session transport, as the broker's plane leg does); otherwise HTTP-batch comes first (nothing
- * stays open between calls). A session keeps its first choice: the ability session treats
- * batches and a long-lived session differently, so the kind must not change under it.
- */
-function selectTransport(
-  endpoint: ServiceEndpoint,
-  ability: AbilityDiscoveryEntry,
-): SelectedTransport {
-  const offered = ability.rpc.transports;
-  const streams = Object.values(ability.methods).some((method) => method.stream === true);
-  const preference: EndpointRpcKind[] = streams
-    ? ['websocket', 'http-batch']
-    : ['http-batch', 'websocket'];
-  const candidates = preference.filter((kind) => offered.includes(kind));
-  if (candidates.length === 0) {
-    return noUsableTransport(ability, endpoint, 'the plane opens http-batch and websocket only');
-  }
-  for (const [index, kind] of candidates.entries()) {
-    const selected = openableTransport(endpoint, ability, kind, index < candidates.length - 1);
-    if (selected !== undefined) return { kind, transport: selected };
-  }
-  return noUsableTransport(ability, endpoint, 'no offered transport can be opened');
-}
-
-/** The transport of the kind a session already uses, to the ability's current route. */
-function keptTransport(
-  endpoint: ServiceEndpoint,
-  ability: AbilityDiscoveryEntry,
-  kind: EndpointRpcKind,
-): SelectedTransport {
-  if (!ability.rpc.transports.includes(kind)) {
-    noUsableTransport(ability, endpoint, `the session travels over ${kind}, no longer offered`);
-  }
-  return { kind, transport: openableTransport(endpoint, ability, kind, false)! };
-}
-
-/**
- * The endpoint's transport of `kind` to the ability's route. A WebSocket the endpoint cannot
- * dial is `undefined` when another kind remains to try, else refused.
- */
-function openableTransport(
-  endpoint: ServiceEndpoint,
-  ability: AbilityDiscoveryEntry,
-  kind: EndpointRpcKind,
-  alternativeLeft: boolean,
-): RpcTransportFactory | undefined {
-  try {
-    return endpoint.rpcTransport(ability.rpc.path, kind);
-  } catch (error) {
-    // The endpoint's own refusal says why; this one also says which ability cannot be reached.
-    if (error instanceof SvcConfigurationError && error.reason === 'websocket_unavailable') {
-      if (alternativeLeft) return undefined;
-      noUsableTransport(ability, endpoint, error.message);
-    }
-    throw error;
-  }
 }
 
 /**
@@ -362,22 +195,28 @@ export function createInProcessSessions(deps: SessionDependencies) {
       const shape = tokenShapeForCaller(caller, deps.planeServiceId);
       let selected: SelectedTransport | undefined;
       const requestToken = async () => {
-        const target = await deps.catalog.target(targetServiceId, bindings, 'token', {
+        const { target, ability } = await authorizeAbility(deps, {
+          serviceId: targetServiceId,
+          abilityId,
+          shape,
+          bindings,
           ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
+          // Trusted code: a private ability is reachable in-process, never through a front door.
+          published: false,
         });
-        checkCatalogAccess(target, abilityId, shape.callerAccess);
-        const ability = target.document.abilities.find((entry) => entry.id === abilityId)!;
         // Chosen before minting: an ability the plane cannot reach costs no token.
         const chosen = selected === undefined
           ? selectTransport(target.endpoint, ability)
           : keptTransport(target.endpoint, ability, selected.kind);
-        const issued = await deps.issuer.mintWithTarget(
-          { ...shape, targetServiceId, scopes, abilityId, context: bindings },
-          target.document.ingress !== undefined,
-          target,
-        );
+        const token = await mintForTarget(deps, target, {
+          shape,
+          abilityId,
+          scopes,
+          bindings,
+          ...(options.requestId !== undefined ? { requestId: options.requestId } : {}),
+        });
         selected = chosen;
-        return issued.token;
+        return token;
       };
       const callerBudget = budgetOf(options.timeoutMs);
       const timeoutMs = applyTimeoutPolicy(callerBudget, deps.timeoutPolicy, {

@@ -23,7 +23,7 @@ export function contextRequestId(c: Context): string {
  * `WWW-Authenticate`) are the refusal. A custom response is the middleware's chosen answer;
  * otherwise the status and the message it chose to show become a problem.
  */
-function policyRefusal(exception: HTTPException, requestId: string): Response {
+export function policyRefusal(exception: HTTPException, requestId: string): Response {
   if (exception.res !== undefined) return exception.getResponse();
   return problemResponse({
     status: exception.status,

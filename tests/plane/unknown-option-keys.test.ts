@@ -245,20 +245,25 @@ test('createControlPlane: every documented option is accepted; one not built yet
     timeout: { defaultMs: 500, maxMs: 1000 },
     log: { log: (event: SvcLogEvent) => events.push(event.event) },
     ttlSeconds: 60,
-    invocationMiddleware: false,
+    invocationMiddleware: false as const,
     openapi: false,
     rpc: false,
     mcp: false,
   };
   const plane = createControlPlane(documented);
   assert.equal(typeof plane.fetch, 'function');
-  for (const name of ['invocationMiddleware', 'openapi', 'rpc', 'mcp']) {
+  for (const name of ['openapi', 'rpc', 'mcp']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,
     );
     assert.equal(error.reason, 'not_built_yet');
   }
+  const notMiddleware = refusedNaming(
+    () => createControlPlane({ ...documented, invocationMiddleware: {} as never }),
+    '`invocationMiddleware` must be a Hono middleware',
+  );
+  assert.equal(notMiddleware.reason, 'invalid_invocation_middleware');
 });
 
 test('caller authenticators: a misspelt client field is refused, naming the client', async () => {

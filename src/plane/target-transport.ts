@@ -1,0 +1,91 @@
+/**
+ * Which transport the plane opens to an ability of a resolved target: what the ability offers,
+ * filtered by what the endpoint can open. Shared by the in-process session and every front door.
+ *
+ * @module
+ */
+import { SvcConfigurationError } from '../core/errors.ts';
+import type { AbilityDiscoveryEntry } from '../service/discovery.ts';
+import type { RpcTransportFactory } from '../caller/transports/outbound-metadata.ts';
+import type { EndpointRpcKind, ServiceEndpoint } from './endpoints.ts';
+
+/** The transport a session travels on, and its kind. */
+export interface SelectedTransport {
+  kind: EndpointRpcKind;
+  transport: RpcTransportFactory;
+}
+
+function noUsableTransport(
+  ability: AbilityDiscoveryEntry,
+  endpoint: ServiceEndpoint,
+  why: string,
+): never {
+  throw new SvcConfigurationError(
+    `abilitySession: ${ability.id} is served over ${ability.rpc.transports.join(', ')}, and ` +
+      `the plane cannot reach it that way through service "${endpoint.id}": ${why}`,
+    { reason: 'rpc_transport_unavailable' },
+  );
+}
+
+/**
+ * The transport the plane uses, from what the ability offers and the endpoint can open. An
+ * ability with streaming methods goes over WebSocket when it can (streams need a session
+ * transport, as the broker's plane leg does); otherwise HTTP-batch comes first (nothing stays
+ * open between calls). A session keeps its first choice ({@link keptTransport}): the ability
+ * session treats batches and a long-lived session differently, so the kind must not change
+ * under it. `streams` says what the session is for when the caller knows it (one unary call
+ * through a front door prefers HTTP-batch even on an ability that also streams).
+ */
+export function selectTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  streams: boolean = Object.values(ability.methods).some((method) => method.stream === true),
+): SelectedTransport {
+  const offered = ability.rpc.transports;
+  const preference: EndpointRpcKind[] = streams
+    ? ['websocket', 'http-batch']
+    : ['http-batch', 'websocket'];
+  const candidates = preference.filter((kind) => offered.includes(kind));
+  if (candidates.length === 0) {
+    return noUsableTransport(ability, endpoint, 'the plane opens http-batch and websocket only');
+  }
+  for (const [index, kind] of candidates.entries()) {
+    const selected = openableTransport(endpoint, ability, kind, index < candidates.length - 1);
+    if (selected !== undefined) return { kind, transport: selected };
+  }
+  return noUsableTransport(ability, endpoint, 'no offered transport can be opened');
+}
+
+/** The transport of the kind a session already uses, to the ability's current route. */
+export function keptTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  kind: EndpointRpcKind,
+): SelectedTransport {
+  if (!ability.rpc.transports.includes(kind)) {
+    noUsableTransport(ability, endpoint, `the session travels over ${kind}, no longer offered`);
+  }
+  return { kind, transport: openableTransport(endpoint, ability, kind, false)! };
+}
+
+/**
+ * The endpoint's transport of `kind` to the ability's route. A WebSocket the endpoint cannot
+ * dial is `undefined` when another kind remains to try, else refused.
+ */
+function openableTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  kind: EndpointRpcKind,
+  alternativeLeft: boolean,
+): RpcTransportFactory | undefined {
+  try {
+    return endpoint.rpcTransport(ability.rpc.path, kind);
+  } catch (error) {
+    // The endpoint's own refusal says why; this one also says which ability cannot be reached.
+    if (error instanceof SvcConfigurationError && error.reason === 'websocket_unavailable') {
+      if (alternativeLeft) return undefined;
+      noUsableTransport(ability, endpoint, error.message);
+    }
+    throw error;
+  }
+}
