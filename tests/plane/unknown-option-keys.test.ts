@@ -326,7 +326,7 @@ test('cloudflareServiceBinding: an unknown option is refused, every documented o
     id: 'notes',
     binding,
     grants,
-    abilityRpc: {},
+    abilityRpc: { connectAbility: () => Promise.reject(new Error('never connected here')) },
     createWebSocket: () => {
       throw new Error('never dialled here');
     },
