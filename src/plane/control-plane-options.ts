@@ -72,8 +72,11 @@ export interface ControlPlaneOptions {
   invocationMiddleware?: MiddlewareHandler | false;
   /** The OpenAPI document. Not built yet: anything but `false` refuses construction. */
   openapi?: unknown;
-  /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
-  rpc?: unknown;
+  /**
+   * The public RPC broker: `{}` mounts it at `/rpc`, `{ path }` elsewhere; omitted or `false`
+   * leaves it unmounted. Its callers are named by `invocationMiddleware`.
+   */
+  rpc?: false | { path?: string };
   /** The MCP endpoint. Not built yet: anything but `false` refuses construction. */
   mcp?: unknown;
 }
@@ -89,7 +92,7 @@ export interface ResolvedControlPlaneOptions {
   invocationMiddleware: MiddlewareHandler | undefined;
 }
 
-const NOT_BUILT_YET = ['openapi', 'rpc', 'mcp'] as const;
+const NOT_BUILT_YET = ['openapi', 'mcp'] as const;
 
 /**
  * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
@@ -107,6 +110,7 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'log',
   'ttlSeconds',
   'invocationMiddleware',
+  'rpc',
   ...NOT_BUILT_YET,
 ];
 

@@ -10,7 +10,12 @@ import { refuseUnknownKeys } from '../core/config-values.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog } from '../core/logging.ts';
-import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+import {
+  acceptRequestId,
+  generateRequestId,
+  SVC_REQUEST_ID_HEADER,
+  SVC_REQUEST_ID_QUERY_PARAM,
+} from '../core/request-id.ts';
 import type { AbilitySession } from '../caller/ability-session.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from '../service/problem-json-app.ts';
 import type { AuthenticatedCaller } from './caller-auth.ts';
@@ -19,6 +24,7 @@ import { type ControlPlaneOptions, resolveControlPlaneOptions } from './control-
 import { createInProcessSessions, type InProcessSessionOptions } from './in-process-session.ts';
 import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
 import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
+import { mountBroker } from './broker/mount-broker.ts';
 import {
   createIssuer,
   type IssueCapabilityTokenOptions,
@@ -199,7 +205,10 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
   const app = new Hono();
 
   installRequestIdAndProblemJson(app, {
-    requestIdOf: (c) => acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ?? generateRequestId(),
+    // A WebSocket upgrade (the broker's) carries it in the query: browsers set no headers there.
+    requestIdOf: (c) =>
+      acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
+        acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM)) ?? generateRequestId(),
     // A route that threw answered an opaque 500: the log gets the cause.
     end(c, requestId, _startedAt, thrown) {
       if (thrown !== undefined && c.res.status >= 500) {
@@ -241,7 +250,7 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     options: resolved,
     reservedPaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH],
   };
-  void frontDoors;
+  mountBroker(app, { ...frontDoors, rpc: options.rpc });
 
   return {
     app,

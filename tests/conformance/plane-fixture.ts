@@ -12,7 +12,14 @@ import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
 import type { CallerAuthenticator } from '../../src/plane/caller-auth.ts';
 import { type ControlPlane, createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
-import { localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
+import {
+  cloudflareServiceBinding,
+  httpService,
+  localService,
+  type ServiceEndpoint,
+} from '../../src/plane/endpoints.ts';
+import type { NativeAbilityBinding } from '../../src/caller/transports/cloudflare-native.ts';
+import type { ConnectAbilityRequest } from '../../src/service/native-ability-rpc.ts';
 import { abilitySession, type ProofSigner } from '../../src/caller/ability-session.ts';
 import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
 import { createService } from '../../src/service/service.ts';
@@ -51,6 +58,8 @@ export interface ServiceRequestRecord {
   headers: Headers;
   /** Capability tokens found in the request body (HTTP-batch `authenticate` arguments). */
   tokens: string[];
+  /** A native binding session's `connectAbility` request (method `CONNECT`). */
+  native?: ConnectAbilityRequest;
 }
 
 /** Options of {@link createPlaneDeployment}. */
@@ -75,6 +84,13 @@ export interface PlaneDeploymentOptions {
    * JWKS route requests.
    */
   countSigningKeyLookups?: boolean;
+  /**
+   * How the plane reaches svc-a..svc-d: `local` (default, `localService`: HTTP-batch only);
+   * `websocket` (`httpService` whose `fetch` and in-memory WebSockets reach the service); `native`
+   * (`cloudflareServiceBinding` with `abilityRpc` calling the service's `connectAbility`, and the
+   * echo abilities enabling `cloudflare-binding-rpc`). Every route records the request.
+   */
+  endpoints?: 'local' | 'websocket' | 'native';
 }
 
 /** The per-service scopes, and one grant per caller service on every target. */
@@ -164,7 +180,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     }, { cacheTtlSeconds: options.jwksCacheTtlSeconds ?? 0.3 });
   const auth = () => ({ jwks: serviceJwks(), issuer: ISS });
 
-  const built = fixtureServices({ stats, auth, log });
+  const built = fixtureServices({ stats, auth, log, native: options.endpoints === 'native' });
 
   /** A service's `fetch` as reached from anywhere: recorded, and refused while stopped. */
   const serviceFetch =
@@ -188,14 +204,84 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       return built[id].fetch(request, env, ctx);
     };
 
+  /** In-memory WebSockets to each service, one factory per service (its connections listed). */
+  const sockets = Object.fromEntries(
+    (['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) => [
+      id,
+      memoryWebSocketFactory(serviceFetch(id)),
+    ]),
+  ) as Record<FixtureServiceId, ReturnType<typeof memoryWebSocketFactory>>;
+  /** Native sessions each service accepted, open until their caller closes them. */
+  const nativeSessions = { opened: 0, closed: 0 };
+  const nativeBinding = (id: FixtureServiceId): NativeAbilityBinding => ({
+    async connectAbility(request: ConnectAbilityRequest) {
+      if (stopped.has(id)) throw new TypeError('binding unavailable');
+      requests.push({
+        service: id,
+        method: 'CONNECT',
+        path: `/rpc/${request.abilityId}`,
+        url: `native:${request.abilityId}`,
+        headers: new Headers(),
+        tokens: typeof request.token === 'string' ? [request.token] : [],
+        native: request,
+      });
+      // The session ends when the caller closes its stream or the service stops reading it.
+      let ended = false;
+      const end = () => {
+        if (!ended) nativeSessions.closed++;
+        ended = true;
+      };
+      const reader = request.messages.getReader();
+      const watched = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const next = await reader.read().catch((error) => {
+            end();
+            throw error;
+          });
+          if (next.done) {
+            end();
+            controller.close();
+          } else {
+            controller.enqueue(next.value);
+          }
+        },
+        cancel(reason) {
+          end();
+          return reader.cancel(reason);
+        },
+      }, { highWaterMark: 0 });
+      const answer = await built[id].connectAbility({ ...request, messages: watched });
+      if (answer.messages !== undefined) nativeSessions.opened++;
+      return answer;
+    },
+  });
+
   const endpoints = (): ServiceEndpoint[] => [
-    ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) =>
-      localService({
+    ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) => {
+      if (options.endpoints === 'websocket') {
+        return httpService({
+          id,
+          url: `https://${id}.internal`,
+          fetch: (request) => serviceFetch(id)(request),
+          createWebSocket: sockets[id].createWebSocket,
+          grants: grantsFor(id),
+        });
+      }
+      if (options.endpoints === 'native') {
+        return cloudflareServiceBinding({
+          id,
+          binding: { fetch: (request) => serviceFetch(id)(request) },
+          abilityRpc: nativeBinding(id),
+          createWebSocket: sockets[id].createWebSocket,
+          grants: grantsFor(id),
+        });
+      }
+      return localService({
         id,
         service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
         grants: grantsFor(id),
-      })
-    ),
+      });
+    }),
     ...(options.extraServices ?? []),
   ];
 
@@ -297,6 +383,10 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       );
     },
     serviceFetch,
+    /** The in-memory WebSockets the plane opened to each service (`endpoints: 'websocket'`). */
+    sockets,
+    /** Native binding sessions the services accepted and saw end (`endpoints: 'native'`). */
+    nativeSessions,
     /** Requests an RPC route of `id` received (discovery requests excluded). */
     rpcRequests(id: FixtureServiceId) {
       return requests.filter((record) => record.service === id && record.path.startsWith('/rpc/'));

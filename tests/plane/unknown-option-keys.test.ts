@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
-import { createControlPlane } from '../../src/plane/control-plane.ts';
+import { createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import { cloudflareServiceBinding, httpService, localService } from '../../src/plane/endpoints.ts';
 import { hmacServiceClientAuth } from '../../src/plane/caller-auth-hmac.ts';
 import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
@@ -247,12 +247,29 @@ test('createControlPlane: every documented option is accepted; one not built yet
     ttlSeconds: 60,
     invocationMiddleware: false as const,
     openapi: false,
-    rpc: false,
+    rpc: false as const,
     mcp: false,
   };
   const plane = createControlPlane(documented);
   assert.equal(typeof plane.fetch, 'function');
-  for (const name of ['openapi', 'rpc', 'mcp']) {
+  // The broker is built: `{}` and `{ path }` mount it; anything else is refused, naming it.
+  assert.equal(typeof createControlPlane({ ...documented, rpc: {} }).fetch, 'function');
+  assert.equal(
+    typeof createControlPlane({ ...documented, rpc: { path: '/broker' } }).fetch,
+    'function',
+  );
+  for (
+    const bad of [true, { path: 'rpc' }, { path: '/a/../b' }, { route: '/rpc' }, {
+      path: JWKS_PATH,
+    }]
+  ) {
+    const error = refusedNaming(
+      () => createControlPlane({ ...documented, rpc: bad as never }),
+      '`rpc`',
+    );
+    assert.equal(error.reason, 'invalid_rpc_option', JSON.stringify(bad));
+  }
+  for (const name of ['openapi', 'mcp']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,
