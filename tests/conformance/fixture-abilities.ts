@@ -198,7 +198,16 @@ export function echoAbility(
       async *ticks({ n, size }: { n: number; size?: number }) {
         call('ticks');
         const pad = size ? 'x'.repeat(size) : undefined;
-        for (let i = 0; i < n; i++) yield pad === undefined ? { i } : { i, pad };
+        try {
+          for (let i = 0; i < n; i++) {
+            // Counted as produced when asked for: flow-control tests read how far it got.
+            call('ticks.item');
+            yield pad === undefined ? { i } : { i, pad };
+          }
+        } finally {
+          // Reached at the end, or when the consumer cancelled the stream.
+          call('ticks.ended');
+        }
       },
       async *failMidStream({ after }: { after: number }) {
         call('failMidStream');
