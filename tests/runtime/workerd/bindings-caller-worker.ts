@@ -8,6 +8,8 @@
 //   unary call and a stream read item by item, answered as a StreamOutcome.
 // - `POST /native-stream` (a StreamRequest): the same over native binding RPC, through its
 //   ORDERS_RPC binding to orders' OrdersAbilities entrypoint (`connectAbility`).
+// - `POST /broker-stream` (`{ count, scopes? }`): a brokerSession to the plane's broker over a
+//   WebSocket upgraded through PLANE_BROKER; the plane reaches orders over native binding RPC.
 // - `POST /plane-stream` (`{ count }`): the same through the plane's own `abilitySession`, run by
 //   its PlaneSessions entrypoint, answered as a StreamOutcome.
 // - `POST /issue` (any JSON): handed as is to `PLANE_TOKENS.requestCapabilityToken` (with
@@ -17,6 +19,7 @@
 // - `GET /catalog-events`: the catalog events the plane Worker logged.
 import { serviceBindingWebSocketFactory } from '../../../src/adapters/workers.ts';
 import { abilitySession, disposeAbilitySession } from '../../../src/caller/ability-session.ts';
+import { brokerSession } from '../../../src/caller/broker-session.ts';
 import {
   type CapabilityTokenBinding,
   controlPlaneRpcTokenRequester,
@@ -59,6 +62,8 @@ interface CallerEnv {
   ORDERS: ServiceBindingFetcher;
   /** The orders Worker's OrdersAbilities entrypoint (native binding RPC). */
   ORDERS_RPC: NativeAbilityBinding;
+  /** The plane's PlaneBroker entrypoint (its broker at `/rpc`). */
+  PLANE_BROKER: ServiceBindingFetcher;
 }
 
 const CALL_BUDGET_MS = 15_000;
@@ -158,6 +163,26 @@ function nativeStream(env: CallerEnv, request: StreamRequest): Promise<StreamOut
   );
 }
 
+/** A session through the plane's broker: no token on this side, orders reached natively. */
+function brokerStream(
+  env: CallerEnv,
+  request: { count: number; scopes?: string[] },
+): Promise<StreamOutcome> {
+  return lookupAndStream(
+    () =>
+      brokerSession<OrdersApi>({
+        url: 'https://plane.internal/rpc',
+        targetServiceId: 'orders',
+        abilityId: 'orders.catalog',
+        scopes: request.scopes ?? ['orders.read'],
+        transport: 'websocket',
+        createWebSocket: serviceBindingWebSocketFactory(env.PLANE_BROKER),
+        timeoutMs: CALL_BUDGET_MS,
+      }),
+    request.count,
+  );
+}
+
 async function issue(binding: CapabilityTokenBinding, request: unknown): Promise<IssueOutcome> {
   try {
     return { answer: await binding.requestCapabilityToken(request as never) };
@@ -178,6 +203,11 @@ export default {
     }
     if (request.method === 'POST' && path === '/native-stream') {
       return Response.json(await nativeStream(env, await request.json() as StreamRequest));
+    }
+    if (request.method === 'POST' && path === '/broker-stream') {
+      return Response.json(
+        await brokerStream(env, await request.json() as { count: number; scopes?: string[] }),
+      );
     }
     if (request.method === 'POST' && path === '/plane-stream') {
       const { count } = await request.json() as { count: number };

@@ -42,6 +42,8 @@ async function* movements({ sku, count }: { sku: string; count: number }) {
 
 const catalog = defineAbility({
   id: 'orders.catalog',
+  // Published: the plane's broker reaches it (private abilities are for in-process sessions).
+  exposure: 'published',
   scopes: ['orders.read'],
   rpc: { transports: ['http-batch', 'websocket', 'cloudflare-binding-rpc'] },
   methods: {
