@@ -24,6 +24,7 @@ const MODULES: (() => Promise<{ benchmarks: Benchmark[] }>)[] = [
   () => import('./tokens.ts'),
   () => import('./rpc.ts'),
   () => import('./issuance.ts'),
+  () => import('./broker.ts'),
 ];
 
 function commandLineFilters(): string[] {

@@ -418,3 +418,24 @@ test('Broker connect: a malformed request, an unknown or private ability, and un
   }
   assert.equal(PLANE_ID, 'svc-plane');
 });
+
+test(
+  'Broker WebSocket: a socket the middleware admitted is not cut by the 10 s authentication deadline of token sessions',
+  {
+    timeout: 60_000,
+  },
+  async () => {
+    const fx = await createBrokerDeployment({ endpoints: 'websocket' });
+    const session = fx.brokerSession<EchoApi>('t-alice', { ...ECHO, transport: 'websocket' });
+    try {
+      await session.whoami({});
+      // Past WEBSOCKET_AUTHENTICATE_TIMEOUT_MS (10 s): the same socket still answers.
+      await sleep(10_500);
+      await session.whoami({});
+      assert.equal(fx.callerSockets('t-alice').connections.length, 1);
+      assert.equal(fx.callerSockets('t-alice').connections[0].state, 'open');
+    } finally {
+      disposeAbilitySession(session);
+    }
+  },
+);

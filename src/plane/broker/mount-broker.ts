@@ -72,8 +72,12 @@ export function mountBroker(app: Hono, deps: BrokerDependencies): string | undef
           transports: ['http-batch', 'websocket'],
           runtime: c.env,
           requestId,
-          createMain: () =>
-            new BrokerMain({
+          // The middleware authenticated the caller before the upgrade: a broker socket takes no
+          // token, so its authentication deadline is stopped once the session exists (the
+          // deadline is armed right after this returns).
+          createMain: (meta) => {
+            if (meta.authenticated !== undefined) queueMicrotask(meta.authenticated);
+            return new BrokerMain({
               invocation: deps.invocation,
               planeServiceId: deps.options.id,
               invocationContext: {
@@ -89,7 +93,8 @@ export function mountBroker(app: Hono, deps: BrokerDependencies): string | undef
               callerTransport: upgrade ? 'websocket' : 'http-batch',
               log: deps.log,
               logContext: c,
-            }),
+            });
+          },
           // An error without the taxonomy was about to reach the caller: the operator gets it.
           onErrorReplaced: (error) =>
             deps.log({
