@@ -1,7 +1,7 @@
 /**
  * svcplane: scoped capability tokens between services, typed RPC with validation, and a control
  * plane that signs the tokens, checks grants and aggregates the services' discovery documents.
- * Its public front doors (REST + OpenAPI 3.2, MCP tools, the RPC broker) are not built yet.
+ * Its public RPC broker is built; the other front doors (REST + OpenAPI 3.2, MCP tools) are not yet.
  *
  * @module
  */

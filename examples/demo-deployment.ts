@@ -7,14 +7,18 @@
  * - `ledger` (ingress): ability `ledger.entries`, reachable only with tokens the plane brokers.
  * - Callers: `billing` authenticates to the plane with an HMAC secret, `shipping` with a P-256
  *   key (its tokens are bound to that key, and its sessions prove possession).
+ * - The plane's public RPC broker at `/rpc`: a CLI user with a bearer credential made at start
+ *   (named by the plane's invocation middleware) calls orders without ever holding a token.
  *
  * @module
  */
 import { decodeJwt } from 'jose';
+import { WebSocket as WsWebSocket } from 'ws';
 import { z } from 'zod';
 import {
   abilityMethod,
   abilitySession,
+  brokerSession,
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
   createControlPlane,
@@ -207,6 +211,7 @@ export async function startDemo(): Promise<DemoDeployment> {
     servers.push(ledgerServer);
 
     const hmacSecret = randomSecret();
+    const cliCredential = randomSecret();
     const shippingKey = await generateCallerKey('shipping-key-1');
     const plane = createControlPlane({
       id: PLANE_ID,
@@ -226,9 +231,12 @@ export async function startDemo(): Promise<DemoDeployment> {
         httpService({
           id: 'orders',
           url: ordersServer.url,
+          // The broker's WebSocket leg (streams) dials orders with it.
+          createWebSocket: nodeWebSocketFactory(),
           grants: [
             { caller: 'billing', scopes: ['orders.read'] },
             { caller: 'shipping', scopes: ['orders.read', 'orders.write'] },
+            { caller: PLANE_ID, scopes: ['orders.read'] },
           ],
         }),
         httpService({
@@ -240,6 +248,17 @@ export async function startDemo(): Promise<DemoDeployment> {
           ],
         }),
       ],
+      // The public RPC broker: who calls it is decided here, from the request's credentials.
+      rpc: {},
+      invocationMiddleware: async (c, next) => {
+        if (c.req.header('authorization') !== `Bearer ${cliCredential}`) {
+          return c.json({ title: 'Unauthorized', status: 401 }, 401, {
+            'WWW-Authenticate': 'Bearer realm="demo"',
+          });
+        }
+        c.set('svcCaller' as never, { id: 'ada', kind: 'user', principalKind: 'cli' } as never);
+        await next();
+      },
       log: false,
     });
     await plane.ready();
@@ -324,6 +343,34 @@ export async function startDemo(): Promise<DemoDeployment> {
         const result = await session.balance({ account: 'acme' });
         if (result.brokeredBy !== PLANE_ID) throw new Error('the token was not brokered');
         return [`balance=${result.cents} cents, token brokered by ${result.brokeredBy}`];
+      }),
+      await step('a CLI user calls orders through the broker (no token on its side)', async () => {
+        const session = brokerSession<{
+          list(input: { inStockOnly?: boolean }): { items: unknown[]; caller: string };
+          watch(input: { count: number }): ReadableStream<{ sku: string; stock: number }>;
+        }>({
+          url: `${planeUrl}/rpc`,
+          targetServiceId: 'orders',
+          abilityId: 'orders.catalog',
+          scopes: ['orders.read'],
+          transport: 'websocket',
+          createWebSocket: (url) =>
+            new WsWebSocket(url, {
+              headers: { Authorization: `Bearer ${cliCredential}` },
+            }) as unknown as WebSocket,
+        });
+        try {
+          const result = await session.list({ inStockOnly: true });
+          const skus: string[] = [];
+          for await (const update of await session.watch({ count: 2 })) skus.push(update.sku);
+          if (skus.length !== 2) throw new Error('unexpected brokered stream');
+          return [
+            `broker ${planeUrl}/rpc: ${result.items.length} items for ${result.caller}`,
+            `streamed ${skus.length} updates through the broker: ${skus.join(', ')}`,
+          ];
+        } finally {
+          disposeAbilitySession(session);
+        }
       }),
       await step('billing calls ledger directly: refused, ingress needs a brokered token', () => {
         const session = abilitySession({

@@ -17,6 +17,7 @@ const addresses: [string, string][] = [
   ['control plane', demo.urls.plane],
   ['  JWKS', `${demo.urls.plane}/.well-known/svc/jwks.json`],
   ['  token endpoint', `${demo.urls.plane}/.well-known/svc/capability-token`],
+  ['  RPC broker', `${demo.urls.plane}/rpc`],
   ['orders', `${demo.urls.orders}/.well-known/svc/service.json`],
   ['ledger (ingress)', `${demo.urls.ledger}/.well-known/svc/service.json`],
 ];

@@ -37,7 +37,7 @@ test('the demo tour succeeds at every step, on loopback servers', BOUND, async (
   try {
     for (const url of Object.values(demo.urls)) assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const steps = await demo.runTour();
-    assert.equal(steps.length, 7);
+    assert.equal(steps.length, 8);
     for (const step of steps) assert.ok(step.ok, `${step.title}: ${step.details.join('; ')}`);
     const text = steps.map((step) => step.details.join('\n'));
     assert.match(text[0], /sub=billing aud=orders scp=\["orders.read"\] spa=service/);
@@ -45,8 +45,10 @@ test('the demo tour succeeds at every step, on loopback servers', BOUND, async (
     assert.match(text[1], /sub=shipping .*spa=service\ncnf\.jkt=[A-Za-z0-9_-]{43}$/);
     assert.match(text[3], /reserved=true, streamed 3 updates/);
     assert.match(text[4], /brokered by demo-plane/);
-    assert.equal(text[5], 'refused: code=capability_auth status=403 reason=ingress_required');
-    assert.equal(text[6], 'refused: code=capability_auth status=403 reason=missing_scope');
+    assert.match(text[5], /^broker http:\/\/127\.0\.0\.1:\d+\/rpc: \d+ items for demo-plane\n/);
+    assert.match(text[5], /streamed 2 updates through the broker/);
+    assert.equal(text[6], 'refused: code=capability_auth status=403 reason=ingress_required');
+    assert.equal(text[7], 'refused: code=capability_auth status=403 reason=missing_scope');
   } finally {
     await demo.close();
   }
@@ -61,9 +63,10 @@ test('npm start with DEMO_EXIT_AFTER_TOUR=1 prints the tour and exits 0', BOUND,
   const result = await finished(child, 80_000);
   assert.equal(result.code, 0, result.stderr || result.stdout);
   assert.match(result.stdout, /control plane\s+http:\/\/127\.0\.0\.1:\d+/);
-  assert.equal((result.stdout.match(/^OK /gm) ?? []).length, 7, result.stdout);
+  assert.equal((result.stdout.match(/^OK /gm) ?? []).length, 8, result.stdout);
+  assert.match(result.stdout, /RPC broker\s+http:\/\/127\.0\.0\.1:\d+\/rpc/);
   assert.doesNotMatch(result.stdout, /FAILED/);
-  assert.match(result.stdout, /tour: all 7 steps OK/);
+  assert.match(result.stdout, /tour: all 8 steps OK/);
 });
 
 test('the demo keeps serving after the tour and exits 0 on SIGINT', BOUND, async () => {
