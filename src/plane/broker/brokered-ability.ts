@@ -29,9 +29,16 @@ export interface BrokeredAbilityState {
 const states = new WeakMap<object, BrokeredAbilityState>();
 
 /**
+ * Items the broker reads ahead of its caller: enough to keep both hops busy, few enough that a
+ * caller who stops reading stops the service's producer soon after.
+ */
+const RELAY_AHEAD_ITEMS = 16;
+
+/**
  * A stream the broker's session can send: Cap'n Web serialises only streams whose prototype is
- * exactly `ReadableStream`, and the leg's stream is a subclass. It pulls one item per request of
- * its reader, so a slow caller slows the service's producer, and a cancel reaches the leg.
+ * exactly `ReadableStream`, and the leg's stream is a subclass. It reads at most
+ * {@link RELAY_AHEAD_ITEMS} ahead of its reader, so a slow caller slows the service's producer,
+ * and a cancel reaches the leg.
  */
 function relayedStream(source: ReadableStream<unknown>): ReadableStream<unknown> {
   const reader = source.getReader();
@@ -42,7 +49,7 @@ function relayedStream(source: ReadableStream<unknown>): ReadableStream<unknown>
       else controller.enqueue(next.value);
     },
     cancel: (reason) => reader.cancel(reason),
-  }, { highWaterMark: 0 });
+  }, { highWaterMark: RELAY_AHEAD_ITEMS });
 }
 
 function streamNeedsSession(abilityId: string, method: string): SvcInternalError {
