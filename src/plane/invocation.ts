@@ -242,10 +242,12 @@ export async function authorizeAbility(
     published: boolean;
   },
 ): Promise<{ target: ResolvedTarget; ability: AbilityDiscoveryEntry }> {
-  // A call through the plane, not a token request: the `default` purpose's snapshot.
-  const target = await deps.catalog.target(request.serviceId, request.bindings, 'default', {
-    ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
-  });
+  // A call through the plane, not a token request: the `default` purpose's snapshot, read
+  // without a promise when a process-local cache holds it.
+  const target = deps.catalog.peek(request.serviceId, 'default') ??
+    await deps.catalog.target(request.serviceId, request.bindings, 'default', {
+      ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
+    });
   const ability = abilityOf(target, request.abilityId, request.published);
   checkCatalogAccess(target, request.abilityId, request.shape.callerAccess);
   return { target, ability };
