@@ -12,6 +12,8 @@ export {
   JWKS_PATH,
 } from './control-plane.ts';
 export type { ControlPlaneOptions } from './control-plane-options.ts';
+export type { OpenApiOption, OpenApiSecurityRequirementOption } from './openapi-options.ts';
+export type { PublicOriginOption } from './public-origin.ts';
 export {
   DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
   type IssueCapabilityTokenOptions,

@@ -31,12 +31,11 @@ function origin(value: unknown, where: string): string {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
     refuse(`${where} ${describeConfigValue(value)} must use http or https`);
   }
-  // `new URL` forgives a trailing `/`, `?` or `#` with nothing after them: the written value
-  // must be the origin itself (a trailing `/` aside), so nothing in it is silently dropped.
-  const written = value.endsWith('/') ? value.slice(0, -1) : value;
+  // `new URL` forgives a `?` or `#` with nothing after them: refused too, so nothing written
+  // in the option is silently dropped (a trailing `/` and a default port are only spelling).
   if (
     url.username !== '' || url.password !== '' || url.pathname !== '/' || url.search !== '' ||
-    url.hash !== '' || written.toLowerCase() !== url.origin.toLowerCase()
+    url.hash !== '' || /[?#]/.test(value)
   ) {
     refuse(`${where} ${describeConfigValue(value)} must be scheme://host[:port] and nothing more`);
   }

@@ -40,6 +40,12 @@ import {
 import type { MiddlewareHandler } from 'hono';
 import type { BrokerCaller } from '../../src/plane/broker-caller.ts';
 import type { SvcInvocation } from '../../src/plane/invocation-middleware.ts';
+import type { SvcService } from '../../src/service/mod.ts';
+import {
+  REST_SERVICE_GRANTS,
+  REST_SERVICE_ID,
+  restFixtureService,
+} from './fixture-rest-abilities.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -48,6 +54,8 @@ export { ISS, PLANE_ID, PLANE_URL };
 export const JWKS_URL = `${PLANE_URL}${JWKS_PATH}`;
 /** The fixture's service ids. */
 export type FixtureServiceId = 'svc-a' | 'svc-b' | 'svc-c' | 'svc-d';
+/** The services a deployment may run: the fixture's, and svc-r with `restService`. */
+export type DeployedServiceId = FixtureServiceId | typeof REST_SERVICE_ID;
 
 /** One request a fixture service received. */
 export interface ServiceRequestRecord {
@@ -70,6 +78,11 @@ export interface PlaneDeploymentOptions {
   plane?: Partial<Omit<ControlPlaneOptions, 'signingKeys' | 'authenticateCaller'>>;
   /** Endpoints added to the fixture catalog (fake services). */
   extraServices?: ServiceEndpoint[];
+  /**
+   * Also deploy svc-r, the REST-rich service (fixture-rest-abilities.ts), verifying tokens like
+   * the others and recorded, stoppable and counted the same way.
+   */
+  restService?: boolean;
   /** `false` configures no caller authentication; an array replaces the fixture's. */
   authenticateCaller?: false | CallerAuthenticator[];
   /** HMAC authenticator options (clock, skew). */
@@ -246,11 +259,16 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     }, { cacheTtlSeconds: options.jwksCacheTtlSeconds ?? 0.3 });
   const auth = () => ({ jwks: serviceJwks(), issuer: ISS });
 
-  const built = fixtureServices({ stats, auth, log });
+  const built:
+    & Partial<Record<DeployedServiceId, SvcService>>
+    & Record<FixtureServiceId, SvcService> = {
+      ...fixtureServices({ stats, auth, log }),
+      ...(options.restService ? { [REST_SERVICE_ID]: restFixtureService(stats, auth()) } : {}),
+    };
 
   /** A service's `fetch` as reached from anywhere: recorded, and refused while stopped. */
   const serviceFetch =
-    (id: FixtureServiceId) =>
+    (id: DeployedServiceId) =>
     async (request: Request, env?: unknown, ctx?: unknown): Promise<Response> => {
       if (stopped.has(id)) throw new TypeError('fetch failed: connection refused');
       const url = new URL(request.url);
@@ -267,7 +285,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       });
       const delay = url.pathname.startsWith('/.well-known/') ? discoveryDelays.get(id) : undefined;
       if (delay !== undefined) await sleep(delay);
-      return built[id].fetch(request, env, ctx);
+      return built[id]!.fetch(request, env, ctx);
     };
 
   const endpoints = (): ServiceEndpoint[] => [
@@ -278,6 +296,16 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
         grants: grantsFor(id),
       })
     ),
+    ...(options.restService
+      ? [localService({
+        id: REST_SERVICE_ID,
+        service: {
+          fetch: serviceFetch(REST_SERVICE_ID),
+          discovery: () => built[REST_SERVICE_ID]!.discovery(),
+        },
+        grants: REST_SERVICE_GRANTS,
+      })]
+      : []),
     ...(options.extraServices ?? []),
   ];
 
@@ -363,30 +391,30 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       return deployment.activate(replica(order, overrides));
     },
     /** A service stops answering (every request fails as a refused connection). */
-    stop(id: FixtureServiceId) {
+    stop(id: DeployedServiceId) {
       stopped.add(id);
     },
-    start(id: FixtureServiceId) {
+    start(id: DeployedServiceId) {
       stopped.delete(id);
     },
     /** Every discovery answer of `id` takes `ms` longer (0 removes the delay). */
-    slowDiscovery(id: FixtureServiceId, ms: number) {
+    slowDiscovery(id: DeployedServiceId, ms: number) {
       if (ms > 0) discoveryDelays.set(id, ms);
       else discoveryDelays.delete(id);
     },
     /** Discovery requests `id` received. */
-    discoveryRequests(id: FixtureServiceId) {
+    discoveryRequests(id: DeployedServiceId) {
       return requests.filter((record) =>
         record.service === id && record.path.startsWith('/.well-known/')
       );
     },
     serviceFetch,
     /** Requests an RPC route of `id` received (discovery requests excluded). */
-    rpcRequests(id: FixtureServiceId) {
+    rpcRequests(id: DeployedServiceId) {
       return requests.filter((record) => record.service === id && record.path.startsWith('/rpc/'));
     },
     /** Capability tokens that reached `id` over HTTP-batch, in arrival order. */
-    tokensAt(id: FixtureServiceId): string[] {
+    tokensAt(id: DeployedServiceId): string[] {
       return deployment.rpcRequests(id).flatMap((record) => record.tokens);
     },
     /** A fresh HMAC requester (own token cache) talking to the deployed replica. */

@@ -17,7 +17,6 @@ import {
   hmacTokenRequest,
   ISS,
   PLANE_ID,
-  PLANE_URL,
   type PlaneDeployment,
   tokenBody,
 } from './plane-fixture.ts';
@@ -250,22 +249,7 @@ test('REG-03 (REST) a document whose REST variable is not an input field mounts 
   assert.ok(Object.hasOwn((await control.fx.openapi()).paths ?? {}, '/fake/whoami'));
 });
 
-test('REG-05 (OpenAPI) GET /openapi.json is byte-identical for t-alice, t-bob, t-robot and no caller', async () => {
-  const fx = await createPlaneDeployment({ plane: { openapi: { cache: false } } });
-  const bodies = new Set<string>();
-  for (const bearer of ['t-alice', 't-bob', 't-robot', undefined]) {
-    const response = await fx.plane.fetch(
-      new Request(`${PLANE_URL}/openapi.json`, {
-        headers: bearer === undefined ? {} : { Authorization: `Bearer ${bearer}` },
-      }),
-    );
-    assert.equal(response.status, 200);
-    bodies.add(await response.text());
-  }
-  assert.equal(bodies.size, 1);
-  assert.equal(fx.middleware.runs, 0);
-});
-
+// The OpenAPI part is 'REG-05 (OpenAPI) ...' in openapi-document.test.ts.
 test('REG-05 (MCP) tools/list is byte-identical for every caller', {
-  skip: 'needs the MCP front door (MCP tools/list), built on another branch',
+  skip: 'needs the MCP front door (tools/list), not built yet',
 }, () => {});

@@ -12,16 +12,13 @@
  * @module
  */
 import type { JsonSchema } from '../../core/schema.ts';
+import { queryFallbackFields, type QueryFallbackKind, rootObjectSchema } from './query-fallback.ts';
 
 /** Where the schemas of one document's components are collected, by component name. */
 export type SchemaComponents = Map<string, JsonSchema>;
 
-/** How a top-level input field can be given in the query string. */
-export type QueryFallbackKind = 'string' | 'string-array';
-
 const COMPONENT_NAME_CHARACTER = /[^A-Za-z0-9._-]/g;
 const DEFINITION_REF = /^#\/(\$defs|definitions)\/([^/]+)(\/.*)?$/;
-const MAX_ROOT_REF_HOPS = 8;
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -121,64 +118,6 @@ class EmbeddedSchema {
 function withoutDefinitions(schema: JsonSchema): JsonSchema {
   const { $defs: _defs, definitions: _definitions, ...rest } = schema;
   return rest;
-}
-
-/** The schema a root `$ref` chain into the schema's own definitions ends at, if any. */
-function rootObjectSchema(schema: JsonSchema): JsonSchema | undefined {
-  let current: JsonSchema = schema;
-  for (let hop = 0; typeof current.$ref === 'string'; hop++) {
-    const match = DEFINITION_REF.exec(current.$ref);
-    if (hop === MAX_ROOT_REF_HOPS || match === null || match[3] !== undefined) return undefined;
-    const definitions = schema[match[1]];
-    const key = unescapePointer(match[2]);
-    if (!isObject(definitions) || !Object.hasOwn(definitions, key)) return undefined;
-    const next = definitions[key];
-    if (!isObject(next)) return undefined;
-    current = next;
-  }
-  return current;
-}
-
-/** A property schema, following one local definition reference. */
-function propertySchema(root: JsonSchema, value: unknown): JsonSchema | undefined {
-  if (!isObject(value)) return undefined;
-  if (typeof value.$ref !== 'string') return value;
-  const match = DEFINITION_REF.exec(value.$ref);
-  if (match === null || match[3] !== undefined) return undefined;
-  const definitions = root[match[1]];
-  const key = unescapePointer(match[2]);
-  if (!isObject(definitions) || !Object.hasOwn(definitions, key)) return undefined;
-  const target = definitions[key];
-  return isObject(target) ? target : undefined;
-}
-
-/**
- * How a top-level field of an input schema can come from the query string: `string` for a field
- * typed `string`, `string-array` for an array of strings, `undefined` for anything else (a
- * number, an object, a union). Query values are text; nothing else is converted.
- */
-export function queryFallbackKind(
-  inputSchema: JsonSchema,
-  field: string,
-): QueryFallbackKind | undefined {
-  const properties = rootObjectSchema(inputSchema)?.properties;
-  if (!isObject(properties) || !Object.hasOwn(properties, field)) return undefined;
-  const schema = propertySchema(inputSchema, properties[field]);
-  if (schema?.type === 'string') return 'string';
-  if (schema?.type !== 'array') return undefined;
-  return propertySchema(inputSchema, schema.items)?.type === 'string' ? 'string-array' : undefined;
-}
-
-/** The top-level input fields that may be given in the query string, in schema order. */
-export function queryFallbackFields(inputSchema: JsonSchema): Map<string, QueryFallbackKind> {
-  const fields = new Map<string, QueryFallbackKind>();
-  const properties = rootObjectSchema(inputSchema)?.properties;
-  if (!isObject(properties)) return fields;
-  for (const field of Object.keys(properties)) {
-    const kind = queryFallbackKind(inputSchema, field);
-    if (kind !== undefined) fields.set(field, kind);
-  }
-  return fields;
 }
 
 /** What one operation embeds of its method's input schema. */
