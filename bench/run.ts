@@ -6,6 +6,16 @@
  * arguments filter benchmarks by a substring of their name.
  */
 
+/** What one benchmark measured. */
+export interface BenchmarkResult {
+  ours: number;
+  primitive: number;
+  ratio?: number;
+  floor?: number;
+  /** A line printed under the table (what a ratio cannot say: a heap trend). */
+  note?: string;
+}
+
 /** One comparison: `run` measures ours and the primitive, in operations per second. */
 export interface Benchmark {
   /** What is measured, naming both sides. */
@@ -17,13 +27,14 @@ export interface Benchmark {
    * `floor`, when measured, the ratio the same work reaches with no logic of ours (what the
    * runtime's own objects and crypto calls cost): the ceiling for this runtime.
    */
-  run(): Promise<{ ours: number; primitive: number; ratio?: number; floor?: number }>;
+  run(): Promise<BenchmarkResult>;
 }
 
 const MODULES: (() => Promise<{ benchmarks: Benchmark[] }>)[] = [
   () => import('./tokens.ts'),
   () => import('./rpc.ts'),
   () => import('./issuance.ts'),
+  () => import('./rest.ts'),
   () => import('./broker.ts'),
 ];
 
@@ -53,11 +64,13 @@ async function main(): Promise<void> {
   const rows: string[][] = [
     ['benchmark', 'ops/s', 'primitive ops/s', 'ratio', 'target', '', 'no-logic floor'],
   ];
+  const notes: string[] = [];
   console.log(`svcplane benchmarks on ${runtimeName()}`);
   for (const load of MODULES) {
     for (const bench of (await load()).benchmarks) {
       if (filters.length > 0 && !filters.some((filter) => bench.name.includes(filter))) continue;
-      const { ours, primitive, ratio = ours / primitive, floor } = await bench.run();
+      const { ours, primitive, ratio = ours / primitive, floor, note } = await bench.run();
+      if (note !== undefined) notes.push(`${bench.name}: ${note}`);
       rows.push([
         bench.name,
         formatRate(ours),
@@ -79,6 +92,7 @@ async function main(): Promise<void> {
         .join('  '),
     );
   }
+  for (const note of notes) console.log(note);
 }
 
 await main();

@@ -7,8 +7,12 @@
  * - `ledger` (ingress): ability `ledger.entries`, reachable only with tokens the plane brokers.
  * - Callers: `billing` authenticates to the plane with an HMAC secret, `shipping` with a P-256
  *   key (its tokens are bound to that key, and its sessions prove possession).
- * - The plane's public RPC broker at `/rpc`: a CLI user with a bearer credential made at start
- *   (named by the plane's invocation middleware) calls orders without ever holding a token.
+ * - The REST facade: `GET /orders/items`, `POST /orders/reservations` and
+ *   `GET /ledger/accounts/{account}/balance`, described at `/openapi.json`. The plane's
+ *   invocation middleware accepts one demo bearer credential (made at start) and calls the
+ *   services on behalf of the user `demo-user` (an API key).
+ * - The plane's public RPC broker at `/rpc`: a CLI user with the same demo credential calls
+ *   orders over one WebSocket (a unary call and a short stream) without ever holding a token.
  *
  * @module
  */
@@ -34,6 +38,7 @@ import {
   svcErrorInfo,
   websocketRpc,
 } from '../mod.ts';
+import type { MiddlewareHandler } from 'hono';
 import { nodeWebSocketFactory, type ServedServer, serveNode } from '../src/adapters/node.ts';
 
 const PLANE_ID = 'demo-plane';
@@ -48,7 +53,9 @@ export interface TourStep {
 
 /** A running demo deployment. */
 export interface DemoDeployment {
-  urls: { plane: string; orders: string; ledger: string };
+  urls: { plane: string; orders: string; ledger: string; openapi: string };
+  /** The REST facade's demo credential, and a ready-to-paste call with it. */
+  rest: { bearer: string; curl: string };
   /** Runs the tour once; every step reports instead of throwing. */
   runTour(): Promise<TourStep[]>;
   /** Stops the three servers. */
@@ -73,11 +80,13 @@ const catalogAbility = defineAbility({
     list: abilityMethod({
       input: z.object({ inStockOnly: z.boolean().optional() }),
       output: z.object({ items: z.array(itemSchema), caller: z.string() }),
+      rest: { method: 'get', path: '/orders/items' },
     }),
     reserve: abilityMethod({
       input: z.object({ sku: z.string(), quantity: z.number().int().positive() }),
       output: z.object({ reserved: z.boolean() }),
       scopes: ['orders.write'],
+      rest: { method: 'post', path: '/orders/reservations', status: 201 },
     }),
     watch: abilityMethod({
       input: z.object({ count: z.number().int().min(1).max(100) }),
@@ -112,7 +121,9 @@ const ledgerAbility = defineAbility({
         account: z.string(),
         cents: z.number().int(),
         brokeredBy: z.string().nullable(),
+        onBehalfOf: z.string().nullable(),
       }),
+      rest: { method: 'get', path: '/ledger/accounts/{account}/balance' },
     }),
   },
   handler: ({ identity }) => ({
@@ -120,6 +131,7 @@ const ledgerAbility = defineAbility({
       account,
       cents: 123_45,
       brokeredBy: identity.brokerServiceId ?? null,
+      onBehalfOf: identity.subject?.id ?? null,
     }),
   }),
 });
@@ -139,6 +151,36 @@ async function generateCallerKey(kid: string) {
 function randomSecret(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
+}
+
+/**
+ * The plane's invocation middleware: one bearer credential names the demo user (an API key);
+ * anything else gets a 401 with its challenge, before the plane contacts any service.
+ */
+function demoBearerMiddleware(bearer: string): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.header('Authorization') !== `Bearer ${bearer}`) {
+      return new Response(
+        JSON.stringify({
+          type: 'urn:svcplane:problem:capability_auth',
+          title: 'Unauthorized',
+          status: 401,
+          detail: 'Send the demo bearer credential',
+          code: 'capability_auth',
+          retryable: false,
+        }),
+        {
+          status: 401,
+          headers: {
+            'Content-Type': 'application/problem+json',
+            'WWW-Authenticate': 'Bearer realm="svcplane-demo"',
+          },
+        },
+      );
+    }
+    c.set('svcCaller', { id: 'demo-user', kind: 'user', principalKind: 'api_key' });
+    await next();
+  };
 }
 
 /** A service that verifies tokens against the plane's published JWKS. */
@@ -211,7 +253,7 @@ export async function startDemo(): Promise<DemoDeployment> {
     servers.push(ledgerServer);
 
     const hmacSecret = randomSecret();
-    const cliCredential = randomSecret();
+    const restBearer = `demo-${randomSecret().slice(0, 24)}`;
     const shippingKey = await generateCallerKey('shipping-key-1');
     const plane = createControlPlane({
       id: PLANE_ID,
@@ -236,7 +278,8 @@ export async function startDemo(): Promise<DemoDeployment> {
           grants: [
             { caller: 'billing', scopes: ['orders.read'] },
             { caller: 'shipping', scopes: ['orders.read', 'orders.write'] },
-            { caller: PLANE_ID, scopes: ['orders.read'] },
+            // REST calls act as the plane on behalf of the demo user.
+            { caller: PLANE_ID, scopes: ['orders.read', 'orders.write'] },
           ],
         }),
         httpService({
@@ -248,17 +291,15 @@ export async function startDemo(): Promise<DemoDeployment> {
           ],
         }),
       ],
-      // The public RPC broker: who calls it is decided here, from the request's credentials.
+      // The public RPC broker at /rpc; its callers are named by the same middleware.
       rpc: {},
-      invocationMiddleware: async (c, next) => {
-        if (c.req.header('authorization') !== `Bearer ${cliCredential}`) {
-          return c.json({ title: 'Unauthorized', status: 401 }, 401, {
-            'WWW-Authenticate': 'Bearer realm="demo"',
-          });
-        }
-        c.set('svcCaller' as never, { id: 'ada', kind: 'user', principalKind: 'cli' } as never);
-        await next();
+      invocationMiddleware: demoBearerMiddleware(restBearer),
+      openapi: {
+        title: 'svcplane demo',
+        security: [{ demoBearer: [] }],
+        securitySchemes: { demoBearer: { type: 'http', scheme: 'bearer' } },
       },
+      publicOrigin: planeUrl,
       log: false,
     });
     await plane.ready();
@@ -277,6 +318,8 @@ export async function startDemo(): Promise<DemoDeployment> {
       issuer: planeUrl,
     });
     const catalogUrl = `${ordersServer.url}/rpc/orders.catalog`;
+    const balanceUrl = `${planeUrl}/ledger/accounts/acme/balance`;
+    const curl = `curl -s -H 'Authorization: Bearer ${restBearer}' ${balanceUrl}`;
 
     const runTour = async (): Promise<TourStep[]> => [
       await step('HMAC caller (billing) requests a token for orders', async () => {
@@ -344,6 +387,38 @@ export async function startDemo(): Promise<DemoDeployment> {
         if (result.brokeredBy !== PLANE_ID) throw new Error('the token was not brokered');
         return [`balance=${result.cents} cents, token brokered by ${result.brokeredBy}`];
       }),
+      await step('REST: GET /ledger/accounts/acme/balance through the plane', async () => {
+        const response = await fetch(balanceUrl, {
+          headers: { Authorization: `Bearer ${restBearer}` },
+        });
+        const body = await response.json() as { brokeredBy?: string; onBehalfOf?: string };
+        if (response.status !== 200 || body.brokeredBy !== PLANE_ID) {
+          throw new Error(`REST answered ${response.status}: ${JSON.stringify(body)}`);
+        }
+        return [
+          `200 ${JSON.stringify(body)}`,
+          'try it:  ' + curl,
+          `OpenAPI: ${planeUrl}/openapi.json`,
+        ];
+      }),
+      await step('REST: a request without the credential, and one with invalid input', async () => {
+        const anonymous = await fetch(balanceUrl);
+        await anonymous.body?.cancel();
+        const challenge = anonymous.headers.get('WWW-Authenticate');
+        if (anonymous.status !== 401 || challenge === null) throw new Error('not a 401');
+        const invalid = await fetch(`${planeUrl}/orders/reservations`, {
+          method: 'POST',
+          headers: { 'Authorization': `Bearer ${restBearer}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ sku: 'tea-01', quantity: 0 }),
+        });
+        const problem = await invalid.json() as { code?: string; issues?: unknown[] };
+        if (invalid.status !== 422) throw new Error(`expected 422, got ${invalid.status}`);
+        return [
+          `no credential: 401, WWW-Authenticate: ${challenge}`,
+          `quantity 0: ${invalid.status} ${invalid.headers.get('Content-Type')} ` +
+          JSON.stringify(problem),
+        ];
+      }),
       await step('a CLI user calls orders through the broker (no token on its side)', async () => {
         const session = brokerSession<{
           list(input: { inStockOnly?: boolean }): { items: unknown[]; caller: string };
@@ -356,7 +431,7 @@ export async function startDemo(): Promise<DemoDeployment> {
           transport: 'websocket',
           createWebSocket: (url) =>
             new WsWebSocket(url, {
-              headers: { Authorization: `Bearer ${cliCredential}` },
+              headers: { Authorization: `Bearer ${restBearer}` },
             }) as unknown as WebSocket,
         });
         try {
@@ -399,7 +474,13 @@ export async function startDemo(): Promise<DemoDeployment> {
     ];
 
     return {
-      urls: { plane: planeUrl, orders: ordersServer.url, ledger: ledgerServer.url },
+      urls: {
+        plane: planeUrl,
+        orders: ordersServer.url,
+        ledger: ledgerServer.url,
+        openapi: `${planeUrl}/openapi.json`,
+      },
+      rest: { bearer: restBearer, curl },
       runTour,
       close,
     };

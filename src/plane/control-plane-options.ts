@@ -22,6 +22,12 @@ import {
   MAX_CAPABILITY_TOKEN_TTL_SECONDS,
 } from './issuer.ts';
 import type { SigningKeysOption } from './signing-keys.ts';
+import {
+  type OpenApiOption,
+  type ResolvedOpenApiOptions,
+  resolveOpenApiOptions,
+} from './openapi-options.ts';
+import { type PublicOriginOption, resolvePublicOrigins } from './public-origin.ts';
 
 /** Options of {@link createControlPlane}. */
 export interface ControlPlaneOptions {
@@ -70,8 +76,18 @@ export interface ControlPlaneOptions {
    * 500 `invocation_caller_missing`.
    */
   invocationMiddleware?: MiddlewareHandler | false;
-  /** The OpenAPI document. Not built yet: anything but `false` refuses construction. */
-  openapi?: unknown;
+  /**
+   * `GET /openapi.json`, the OpenAPI 3.2 document of the REST facade: `security` and
+   * `securitySchemes` (the authentication invocation middleware performs; nothing is invented
+   * without them), where the generated document is cached, `title`, `version`. Served by
+   * default; `false` leaves it unmounted.
+   */
+  openapi?: OpenApiOption | false;
+  /**
+   * The origin(s) the plane is reached at from outside (`https://api.example.com`): the
+   * OpenAPI `servers` and MCP's endpoint origin. Default none.
+   */
+  publicOrigin?: PublicOriginOption;
   /**
    * The public RPC broker: `{}` mounts it at `/rpc`, `{ path }` elsewhere; omitted or `false`
    * leaves it unmounted. Its callers are named by `invocationMiddleware`.
@@ -90,9 +106,13 @@ export interface ResolvedControlPlaneOptions {
   timeoutPolicy: TimeoutPolicy;
   ttlSeconds: number;
   invocationMiddleware: MiddlewareHandler | undefined;
+  /** `undefined` when `openapi: false`. */
+  openapi: ResolvedOpenApiOptions | undefined;
+  /** The distinct public origins, empty when none is configured. */
+  publicOrigins: readonly string[];
 }
 
-const NOT_BUILT_YET = ['openapi', 'mcp'] as const;
+const NOT_BUILT_YET = ['mcp'] as const;
 
 /**
  * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
@@ -110,6 +130,8 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'log',
   'ttlSeconds',
   'invocationMiddleware',
+  'openapi',
+  'publicOrigin',
   'rpc',
   ...NOT_BUILT_YET,
 ];
@@ -186,5 +208,7 @@ export function resolveControlPlaneOptions(
     timeoutPolicy: validateTimeoutPolicy(options.timeout ?? {}, 'createControlPlane: `timeout`'),
     ttlSeconds: ttl(options.ttlSeconds),
     invocationMiddleware: validateInvocationMiddleware(options.invocationMiddleware),
+    openapi: resolveOpenApiOptions(options.openapi, id),
+    publicOrigins: resolvePublicOrigins(options.publicOrigin),
   };
 }

@@ -1,6 +1,6 @@
 /**
- * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint and the
- * in-process typed session, as one pure `fetch`.
+ * `createControlPlane`: the signing authority, the JWKS, the catalog, the token endpoint, the
+ * OpenAPI document and the in-process typed session, as one pure `fetch`.
  *
  * @module
  */
@@ -25,12 +25,14 @@ import { createInProcessSessions, type InProcessSessionOptions } from './in-proc
 import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
 import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
 import { mountBroker } from './broker/mount-broker.ts';
+import { mountRestFacade } from './rest/rest-facade.ts';
 import {
   createIssuer,
   type IssueCapabilityTokenOptions,
   type IssuedCapabilityToken,
 } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
+import { mountOpenApi, OPENAPI_PATH } from './rest/openapi-route.ts';
 import { planeRequestFailed } from './request-failure.ts';
 import {
   checkSigningKeyEntries,
@@ -47,6 +49,23 @@ import {
 export const JWKS_PATH = '/.well-known/svc/jwks.json';
 /** Where callers request capability tokens. */
 export const CAPABILITY_TOKEN_PATH = '/.well-known/svc/capability-token';
+
+/** Where the MCP endpoint is served. */
+export const MCP_PATH = '/mcp';
+/** The default path of the public RPC broker. */
+export const DEFAULT_RPC_PATH = '/rpc';
+
+/**
+ * The plane's own routes, whatever is configured: no REST route may shadow one (a REST
+ * projection there is refused when the route table is built).
+ */
+const RESERVED_PLANE_PATHS: readonly string[] = [
+  JWKS_PATH,
+  CAPABILITY_TOKEN_PATH,
+  OPENAPI_PATH,
+  MCP_PATH,
+  DEFAULT_RPC_PATH,
+];
 
 /** What `issueCapabilityTokenForCaller` takes: an authenticated service caller, never a subject. */
 export interface IssueForCallerOptions {
@@ -77,11 +96,14 @@ export interface IssueForCallerOptions {
 
 /** The control plane returned by {@link createControlPlane}. */
 export interface ControlPlane {
-  /** The Hono app behind `fetch` (JWKS and token endpoint), for mounting inside a larger app. */
+  /**
+   * The Hono app behind `fetch` (JWKS, token endpoint, OpenAPI document), for mounting inside
+   * a larger app.
+   */
   readonly app: Hono;
   /**
-   * Serves the plane's routes: `GET /.well-known/svc/jwks.json` and
-   * `POST /.well-known/svc/capability-token`. `env` holds the runtime's bindings (read by a
+   * Serves the plane's routes: `GET /.well-known/svc/jwks.json`,
+   * `POST /.well-known/svc/capability-token` and `GET /openapi.json`. `env` holds the runtime's bindings (read by a
    * `signingKeys(env)` function); `ctx` is the runtime's execution context, passed through.
    */
   fetch(request: Request, env?: unknown, ctx?: unknown): Promise<Response>;
@@ -229,6 +251,17 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     (c) => tokenEndpoint(c.req.raw, contextRequestId(c), c),
   );
 
+  if (resolved.openapi !== undefined) {
+    mountOpenApi(app, {
+      catalog,
+      options: resolved.openapi,
+      publicOrigins: resolved.publicOrigins,
+      planePaths: RESERVED_PLANE_PATHS,
+      ...(resolved.httpCache !== undefined ? { httpCache: resolved.httpCache } : {}),
+      log,
+    });
+  }
+
   const sessions = createInProcessSessions({
     planeServiceId: resolved.id,
     catalog,
@@ -248,9 +281,22 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     withInvocationMiddleware: createInvocationMiddlewareRunner(resolved.invocationMiddleware, log),
     log,
     options: resolved,
-    reservedPaths: [JWKS_PATH, CAPABILITY_TOKEN_PATH],
+    reservedPaths: RESERVED_PLANE_PATHS,
+    catalog,
   };
-  mountBroker(app, { ...frontDoors, rpc: options.rpc });
+  // The broker first (its path is then reserved for the facade), then the REST facade, after
+  // the plane's own routes: they answer first, and the facade never reads their paths.
+  const brokerPath = mountBroker(app, {
+    ...frontDoors,
+    reservedPaths: RESERVED_PLANE_PATHS.filter((path) => path !== DEFAULT_RPC_PATH),
+    rpc: options.rpc,
+  });
+  mountRestFacade(
+    app,
+    brokerPath === undefined || RESERVED_PLANE_PATHS.includes(brokerPath)
+      ? frontDoors
+      : { ...frontDoors, reservedPaths: [...RESERVED_PLANE_PATHS, brokerPath] },
+  );
 
   return {
     app,

@@ -12,6 +12,8 @@ export {
   JWKS_PATH,
 } from './control-plane.ts';
 export type { ControlPlaneOptions } from './control-plane-options.ts';
+export type { OpenApiOption, OpenApiSecurityRequirementOption } from './openapi-options.ts';
+export type { PublicOriginOption } from './public-origin.ts';
 export {
   DEFAULT_CAPABILITY_TOKEN_TTL_SECONDS,
   type IssueCapabilityTokenOptions,
@@ -19,6 +21,7 @@ export {
   MAX_CAPABILITY_TOKEN_TTL_SECONDS,
 } from './issuer.ts';
 export type { BrokerCaller, InProcessSessionOptions } from './in-process-session.ts';
+export type { PlaneVariables, SvcInvocation } from './invocation-middleware.ts';
 export {
   cloudflareServiceBinding,
   type CloudflareServiceBindingOptions,

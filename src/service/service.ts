@@ -118,6 +118,8 @@ export function createService(options: ServiceOptions): SvcService {
   };
 
   const app = new Hono();
+  const SESSION_ABORT_VARIABLE = 'svcSessionAbort';
+  const OUTCOME_REPORTED_VARIABLE = 'svcOutcomeReported';
 
   installRequestIdAndProblemJson(app, {
     begin: beginLogEventCollection,
@@ -132,9 +134,14 @@ export function createService(options: ServiceOptions): SvcService {
     },
     end(c, requestId, startedAt, thrown) {
       const status = c.res.status;
+      // An HTTP batch whose session the caller's message aborted still answers 200: its one
+      // outcome is that failure, reported here with the abort's fields, not a completion too.
+      const aborted = c.get(SESSION_ABORT_VARIABLE as never) as Record<string, unknown> | undefined;
+      c.set(OUTCOME_REPORTED_VARIABLE as never, true as never);
+      const failed = status >= 500 || aborted !== undefined;
       emit(c, {
-        event: status >= 500 ? 'svc.request.failed' : 'svc.request.completed',
-        level: status >= 500 ? 'error' : 'info',
+        event: failed ? 'svc.request.failed' : 'svc.request.completed',
+        level: status >= 500 ? 'error' : aborted !== undefined ? 'warn' : 'info',
         requestId,
         method: c.req.method,
         path: loggedRequestPath(c.req.url),
@@ -142,6 +149,7 @@ export function createService(options: ServiceOptions): SvcService {
         durationMs: Date.now() - startedAt,
         // The caller got an opaque problem; the operator gets the cause.
         ...(status >= 500 && thrown !== undefined ? { error: describeErrorForLog(thrown) } : {}),
+        ...aborted,
       });
       endLogEventCollection(c);
     },
@@ -188,14 +196,16 @@ export function createService(options: ServiceOptions): SvcService {
           }),
         // A session ended by what its caller sent: no handler failed, but the RPC request did
         // (an HTTP batch still answers 200, carrying the abort).
-        onSessionAborted: (reason) =>
-          emit(c, {
-            event: 'svc.request.failed',
-            level: 'warn',
-            requestId,
-            ability: ability.id,
-            ...sessionAbortLogFields(reason),
-          }),
+        // Over HTTP-batch the abort is known before the response leaves, and becomes the
+        // request's one outcome event; a WebSocket session ends long after its upgrade did.
+        onSessionAborted: (reason) => {
+          const fields = { ability: ability.id, ...sessionAbortLogFields(reason) };
+          if (c.get(OUTCOME_REPORTED_VARIABLE as never) !== true) {
+            c.set(SESSION_ABORT_VARIABLE as never, fields as never);
+            return;
+          }
+          emit(c, { event: 'svc.request.failed', level: 'warn', requestId, ...fields });
+        },
         createMain: (meta) =>
           new AbilityGateway({
             ability,

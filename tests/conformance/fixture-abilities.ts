@@ -94,6 +94,7 @@ export function echoAbility(
         output: anyObject,
         scopes: [`${serviceId}.read`],
         mcp: { name: `${serviceId}_whoami`, description: 'Echo the verified identity' },
+        rest: { method: 'get', path: '/whoami' },
       }),
       write: abilityMethod({
         input: anyObject,
@@ -103,11 +104,13 @@ export function echoAbility(
       sleep: abilityMethod({
         input: z.object({ ms: z.number().int().nonnegative() }),
         output: z.object({ slept: z.number(), aborted: z.boolean() }),
+        rest: { method: 'post', path: '/sleep' },
       }),
       fail: abilityMethod({
         input: z.object({ kind: z.string() }),
         output: anyObject,
         mcp: { name: `${serviceId}_fail`, description: 'Fail on purpose' },
+        rest: { method: 'post', path: '/fail' },
       }),
       failShaped: abilityMethod({
         input: z.object({
@@ -117,8 +120,13 @@ export function echoAbility(
         }),
         output: anyObject,
         idempotent: true,
+        rest: { method: 'post', path: '/fail-shaped' },
       }),
-      badOutput: abilityMethod({ input: anyObject, output: z.object({ ok: z.literal(true) }) }),
+      badOutput: abilityMethod({
+        input: anyObject,
+        output: z.object({ ok: z.literal(true) }),
+        rest: { method: 'get', path: '/bad-output' },
+      }),
       ticks: abilityMethod({
         input: z.object({ n: z.number().int().nonnegative(), size: z.number().int().optional() }),
         output: z.object({ i: z.number().int(), pad: z.string().optional() }),
@@ -144,6 +152,21 @@ export function echoAbility(
         input: z.object({ q: z.string().optional() }),
         output: anyObject,
         rest: { method: 'query', path: '/items/search' },
+      }),
+      'items.replace': abilityMethod({
+        input: item,
+        output: item,
+        rest: { method: 'put', path: '/items/{id}' },
+      }),
+      'items.patch': abilityMethod({
+        input: z.object({ id: z.string(), name: z.string().optional() }),
+        output: anyObject,
+        rest: { method: 'patch', path: '/items/{id}' },
+      }),
+      'items.delete': abilityMethod({
+        input: z.object({ id: z.string() }),
+        output: z.object({ deleted: z.string() }),
+        rest: { method: 'delete', path: '/items/{id}', status: 204 },
       }),
     },
     handler: counted(stats, id, (input) => ({
@@ -226,6 +249,18 @@ export function echoAbility(
         call('items.search');
         return { query: value };
       },
+      'items.replace'(value: z.infer<typeof item>) {
+        call('items.replace');
+        return value;
+      },
+      'items.patch'(value: { id: string; name?: string }) {
+        call('items.patch');
+        return { patched: value };
+      },
+      'items.delete'({ id }: { id: string }) {
+        call('items.delete');
+        return { deleted: id };
+      },
     })),
   });
 }
@@ -303,7 +338,12 @@ export function whoamiOnlyAbility(
     exposure: 'published',
     rpc: { transports: fixtureTransports(options.native) },
     methods: {
-      whoami: abilityMethod({ input: anyObject, output: anyObject, scopes: [`${serviceId}.read`] }),
+      whoami: abilityMethod({
+        input: anyObject,
+        output: anyObject,
+        scopes: [`${serviceId}.read`],
+        rest: { method: 'get', path: `/${serviceId}/whoami` },
+      }),
     },
     handler: counted(stats, id, (input) => ({
       whoami() {

@@ -40,6 +40,19 @@ import {
 } from './plane-credentials.ts';
 import { fixtureServices, ISS, PLANE_ID, PLANE_URL } from './fixture.ts';
 import { fetchOnlyService } from '../support/fetch-only-service.ts';
+import {
+  assertReadResponseMatchesOpenApi,
+  type OpenApiDocumentLike,
+} from '../support/openapi-response-check.ts';
+import type { MiddlewareHandler } from 'hono';
+import type { BrokerCaller } from '../../src/plane/broker-caller.ts';
+import type { SvcInvocation } from '../../src/plane/invocation-middleware.ts';
+import type { SvcService } from '../../src/service/mod.ts';
+import {
+  REST_SERVICE_GRANTS,
+  REST_SERVICE_ID,
+  restFixtureService,
+} from './fixture-rest-abilities.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -48,6 +61,8 @@ export { ISS, PLANE_ID, PLANE_URL };
 export const JWKS_URL = `${PLANE_URL}${JWKS_PATH}`;
 /** The fixture's service ids. */
 export type FixtureServiceId = 'svc-a' | 'svc-b' | 'svc-c' | 'svc-d';
+/** The services a deployment may run: the fixture's, and svc-r with `restService`. */
+export type DeployedServiceId = FixtureServiceId | typeof REST_SERVICE_ID;
 
 /** One request a fixture service received. */
 export interface ServiceRequestRecord {
@@ -72,6 +87,11 @@ export interface PlaneDeploymentOptions {
   plane?: Partial<Omit<ControlPlaneOptions, 'signingKeys' | 'authenticateCaller'>>;
   /** Endpoints added to the fixture catalog (fake services). */
   extraServices?: ServiceEndpoint[];
+  /**
+   * Also deploy svc-r, the REST-rich service (fixture-rest-abilities.ts), verifying tokens like
+   * the others and recorded, stoppable and counted the same way.
+   */
+  restService?: boolean;
   /** `false` configures no caller authentication; an array replaces the fixture's. */
   authenticateCaller?: false | CallerAuthenticator[];
   /** HMAC authenticator options (clock, skew). */
@@ -91,6 +111,79 @@ export interface PlaneDeploymentOptions {
    * echo abilities enabling `cloudflare-binding-rpc`). Every route records the request.
    */
   endpoints?: 'local' | 'websocket' | 'native';
+}
+
+/**
+ * The invocation-middleware credentials of the checklist (§1.2): `Authorization: Bearer <t>`.
+ * `t-nocaller` calls `next()` without naming a caller; no (or an unknown) credential gets the
+ * middleware's own 401 with `WWW-Authenticate: Bearer realm="fixture"`.
+ */
+export const FIXTURE_BEARERS: Readonly<Record<string, BrokerCaller>> = {
+  't-alice': { id: 'alice', kind: 'user', orgId: 'org-1', principalKind: 'api_key' },
+  't-bob': { id: 'bob', kind: 'user' },
+  't-robot': { id: 'svc-robot', kind: 'service' },
+  't-usersvc': { id: 'carol', kind: 'user', principalKind: 'service' },
+};
+/** The credential whose middleware run names no caller. */
+export const NO_CALLER_BEARER = 't-nocaller';
+/** The challenge of the fixture middleware's 401. */
+export const FIXTURE_CHALLENGE = 'Bearer realm="fixture"';
+/** The connection info the fixture middleware forwards (a loopback client). */
+export const FIXTURE_CONN_INFO = {
+  remote: { address: '127.0.0.1', addressType: 'IPv4', port: 50123, transport: 'tcp' },
+} as const;
+
+/** The `openapi` option of the fixture plane: the bearer authentication its middleware does. */
+export const FIXTURE_OPENAPI = {
+  security: [{ fixtureBearer: [] }],
+  securitySchemes: { fixtureBearer: { type: 'http', scheme: 'bearer' } },
+  cache: false as const,
+};
+
+/** What the fixture middleware saw: one entry per run, with the `svcInvocation` it was given. */
+export interface MiddlewareRecord {
+  runs: number;
+  invocations: SvcInvocation[];
+}
+
+/** The checklist's invocation middleware (§1.2), counting its runs into `record`. */
+export function fixtureInvocationMiddleware(record: MiddlewareRecord): MiddlewareHandler {
+  return async (c, next) => {
+    record.runs++;
+    record.invocations.push(c.get('svcInvocation' as never) as SvcInvocation);
+    const credential = /^Bearer (\S+)$/.exec(c.req.header('Authorization') ?? '')?.[1];
+    const caller = credential === undefined ? undefined : FIXTURE_BEARERS[credential];
+    if (caller === undefined && credential !== NO_CALLER_BEARER) {
+      return Response.json({
+        type: 'urn:svcplane:problem:capability_auth',
+        title: 'Unauthorized',
+        status: 401,
+        detail: 'A bearer credential is required',
+        code: 'capability_auth',
+        retryable: false,
+        reason: 'fixture_unauthenticated',
+      }, {
+        status: 401,
+        headers: {
+          'WWW-Authenticate': FIXTURE_CHALLENGE,
+          'Content-Type': 'application/problem+json',
+        },
+      });
+    }
+    if (caller !== undefined) c.set('svcCaller' as never, caller as never);
+    c.set('svcConnInfo' as never, FIXTURE_CONN_INFO as never);
+    await next();
+  };
+}
+
+/** A REST request of the fixture's callers. */
+export interface RestRequestInit {
+  /** A fixture bearer (`t-alice`...); none sends no `Authorization`. */
+  bearer?: string;
+  /** A JSON body (serialised) or raw text. */
+  body?: unknown;
+  /** Extra headers (`Content-Type` defaults to JSON when a body is given). */
+  headers?: Record<string, string>;
 }
 
 /** The per-service scopes, and one grant per caller service on every target. */
@@ -163,6 +256,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const discoveryDelays = new Map<string, number>();
   const jwksRequests: string[] = [];
   const counters = { jwksFetches: 0, signingKeyLookups: 0, requesterFetches: 0 };
+  const middleware: MiddlewareRecord = { runs: 0, invocations: [] };
+  let openApiDocument: OpenApiDocumentLike | undefined;
 
   // Services reach the JWKS of whichever replica is active (the one "deployed" at the URL).
   let active: ControlPlane | undefined;
@@ -180,11 +275,16 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     }, { cacheTtlSeconds: options.jwksCacheTtlSeconds ?? 0.3 });
   const auth = () => ({ jwks: serviceJwks(), issuer: ISS });
 
-  const built = fixtureServices({ stats, auth, log, native: options.endpoints === 'native' });
+  const built:
+    & Partial<Record<DeployedServiceId, SvcService>>
+    & Record<FixtureServiceId, SvcService> = {
+      ...fixtureServices({ stats, auth, log, native: options.endpoints === 'native' }),
+      ...(options.restService ? { [REST_SERVICE_ID]: restFixtureService(stats, auth()) } : {}),
+    };
 
   /** A service's `fetch` as reached from anywhere: recorded, and refused while stopped. */
   const serviceFetch =
-    (id: FixtureServiceId) =>
+    (id: DeployedServiceId) =>
     async (request: Request, env?: unknown, ctx?: unknown): Promise<Response> => {
       if (stopped.has(id)) throw new TypeError('fetch failed: connection refused');
       const url = new URL(request.url);
@@ -201,7 +301,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       });
       const delay = url.pathname.startsWith('/.well-known/') ? discoveryDelays.get(id) : undefined;
       if (delay !== undefined) await sleep(delay);
-      return built[id].fetch(request, env, ctx);
+      return built[id]!.fetch(request, env, ctx);
     };
 
   /** In-memory WebSockets to each service, one factory per service (its connections listed). */
@@ -282,6 +382,16 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
         grants: grantsFor(id),
       });
     }),
+    ...(options.restService
+      ? [localService({
+        id: REST_SERVICE_ID,
+        service: {
+          fetch: serviceFetch(REST_SERVICE_ID),
+          discovery: () => built[REST_SERVICE_ID]!.discovery(),
+        },
+        grants: REST_SERVICE_GRANTS,
+      })]
+      : []),
     ...(options.extraServices ?? []),
   ];
 
@@ -325,6 +435,8 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       services: endpoints(),
       discoveryCache: false,
       log,
+      invocationMiddleware: fixtureInvocationMiddleware(middleware),
+      openapi: FIXTURE_OPENAPI,
       ...options.plane,
       ...overrides,
     });
@@ -365,19 +477,19 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       return deployment.activate(replica(order, overrides));
     },
     /** A service stops answering (every request fails as a refused connection). */
-    stop(id: FixtureServiceId) {
+    stop(id: DeployedServiceId) {
       stopped.add(id);
     },
-    start(id: FixtureServiceId) {
+    start(id: DeployedServiceId) {
       stopped.delete(id);
     },
     /** Every discovery answer of `id` takes `ms` longer (0 removes the delay). */
-    slowDiscovery(id: FixtureServiceId, ms: number) {
+    slowDiscovery(id: DeployedServiceId, ms: number) {
       if (ms > 0) discoveryDelays.set(id, ms);
       else discoveryDelays.delete(id);
     },
     /** Discovery requests `id` received. */
-    discoveryRequests(id: FixtureServiceId) {
+    discoveryRequests(id: DeployedServiceId) {
       return requests.filter((record) =>
         record.service === id && record.path.startsWith('/.well-known/')
       );
@@ -388,11 +500,11 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     /** Native binding sessions the services accepted and saw end (`endpoints: 'native'`). */
     nativeSessions,
     /** Requests an RPC route of `id` received (discovery requests excluded). */
-    rpcRequests(id: FixtureServiceId) {
+    rpcRequests(id: DeployedServiceId) {
       return requests.filter((record) => record.service === id && record.path.startsWith('/rpc/'));
     },
     /** Capability tokens that reached `id` over HTTP-batch, in arrival order. */
-    tokensAt(id: FixtureServiceId): string[] {
+    tokensAt(id: DeployedServiceId): string[] {
       return deployment.rpcRequests(id).flatMap((record) => record.tokens);
     },
     /** A fresh HMAC requester (own token cache) talking to the deployed replica. */
@@ -466,6 +578,35 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     /** Events with this name, in order. */
     eventsNamed(name: string): SvcLogEvent[] {
       return events.filter((event) => event.event === name);
+    },
+    /** Runs of the fixture invocation middleware, and the `svcInvocation` of each. */
+    middleware,
+    /** The deployed plane's `/openapi.json`, read once. */
+    async openapi(): Promise<OpenApiDocumentLike> {
+      if (openApiDocument === undefined) {
+        const response = await activeFetch(new Request(`${PLANE_URL}/openapi.json`));
+        openApiDocument = await response.json() as OpenApiDocumentLike;
+      }
+      return openApiDocument;
+    },
+    /**
+     * Sends a REST request to the deployed plane and reads the answer, which must be what the
+     * plane's OpenAPI document declares for it (status, media type, body schema; an unknown
+     * path a problem 404, another method a problem 405 with `Allow`).
+     */
+    async rest(method: string, path: string, init: RestRequestInit = {}): Promise<ReadResponse> {
+      const headers = new Headers(init.headers);
+      if (init.bearer !== undefined) headers.set('Authorization', `Bearer ${init.bearer}`);
+      let body: string | undefined;
+      if (init.body !== undefined) {
+        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+        if (!headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+      }
+      const read = await readResponse(
+        await activeFetch(new Request(`${PLANE_URL}${path}`, { method, headers, body })),
+      );
+      assertReadResponseMatchesOpenApi(await deployment.openapi(), method, path, read);
+      return read;
     },
   };
   return deployment;

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ConnInfo } from '../../src/core/conn-info.ts';
 import { assertRefusal, createFixture, PLANE_ID } from './fixture.ts';
+import { createPlaneDeployment, decodeJws, FIXTURE_CONN_INFO } from './plane-fixture.ts';
 
 interface Report {
   identity: Record<string, unknown>;
@@ -103,4 +104,28 @@ test('ING-06 control: svc-b advertises ingress and the plane picks the brokered 
   assert.equal(report.identity.brokerServiceId, PLANE_ID);
   assert.equal(report.connInfo, null);
   assert.equal(fx.count('calls', 'svc-b.echo#whoami'), 1);
+});
+
+test('ING-03 (REST) control: svc-b through REST gets a brokered token and the loopback conn info', async () => {
+  const fx = await createPlaneDeployment();
+  const response = await fx.rest('GET', '/svc-b/whoami', { bearer: 't-alice' });
+  assert.equal(response.status, 200);
+  const report = response.body as Report;
+  assert.equal(report.identity.brokerServiceId, PLANE_ID);
+  assert.deepEqual(report.connInfo, FIXTURE_CONN_INFO);
+  assert.equal(fx.count('calls', 'svc-b.echo#whoami'), 1);
+});
+
+test('ING-06 (REST) control: svc-b advertises ingress and REST calls take the brokered path automatically', async () => {
+  const fx = await createPlaneDeployment();
+  for (const bearer of ['t-alice', 't-robot']) {
+    const response = await fx.rest('GET', '/svc-b/whoami', { bearer });
+    assert.equal(response.status, 200, bearer);
+  }
+  const claims = fx.tokensAt('svc-b').map((token) => decodeJws(token).claims);
+  assert.equal(claims.length, 2);
+  for (const claim of claims) assert.equal(claim.spb, PLANE_ID);
+  // svc-a has no ingress: its REST tokens stay unbrokered.
+  await fx.rest('GET', '/whoami', { bearer: 't-alice' });
+  assert.equal(decodeJws(fx.tokensAt('svc-a')[0]).claims.spb, undefined);
 });

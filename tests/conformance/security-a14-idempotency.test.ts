@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createFixture } from './fixture.ts';
+import { createPlaneDeployment } from './plane-fixture.ts';
 
 interface Report {
   idempotencyKey: string | null;
@@ -77,6 +78,24 @@ test('IDEM-04 through the plane session only a valid key reaches the service', a
   assert.equal(await whoamiWith(VALID_KEY), VALID_KEY);
   for (const invalid of ['a b', 'a:b', 'k'.repeat(256), 'ключ']) {
     assert.equal(await whoamiWith(invalid), null, invalid);
+  }
+});
+
+test('IDEM-04 (REST) only a valid X-Svc-Idempotency-Key reaches the service', async () => {
+  const fx = await createPlaneDeployment();
+  const whoamiWith = async (key: string) => {
+    const response = await fx.rest('GET', '/whoami', {
+      bearer: 't-alice',
+      headers: { 'X-Svc-Idempotency-Key': key },
+    });
+    assert.equal(response.status, 200, key);
+    const sent = fx.rpcRequests('svc-a').at(-1)!.headers.get('X-Svc-Idempotency-Key');
+    return [(response.body as Report).idempotencyKey, sent];
+  };
+  assert.deepEqual(await whoamiWith(VALID_KEY), [VALID_KEY, VALID_KEY]);
+  assert.deepEqual(await whoamiWith('k'.repeat(255)), ['k'.repeat(255), 'k'.repeat(255)]);
+  for (const invalid of ['a b', 'a:b', 'k'.repeat(256), 'a%20b', '=;', 'a\u00e9']) {
+    assert.deepEqual(await whoamiWith(invalid), [null, null], invalid);
   }
 });
 

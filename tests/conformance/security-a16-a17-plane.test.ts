@@ -18,6 +18,17 @@ import {
   tokenBody,
 } from './plane-fixture.ts';
 
+const BOB = { Authorization: 'Bearer t-bob' };
+const NOCALLER = { Authorization: 'Bearer t-nocaller' };
+
+function restPost(path: string, body: unknown, headers: Record<string, string> = {}): Request {
+  return new Request(`${PLANE_URL}${path}`, {
+    method: 'POST',
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+    headers: { ...BOB, 'Content-Type': 'application/json', ...headers },
+  });
+}
+
 const LEAK_MARKERS = [/\n\s+at /, /node_modules/, /\.ts:\d+/, /file:\/\//, /"stack"/];
 
 test('META-07 every plane response carries X-Request-Id (200, 4xx, 5xx, 404, caller-auth 401)', async () => {
@@ -34,6 +45,12 @@ test('META-07 every plane response carries X-Request-Id (200, 4xx, 5xx, 404, cal
       500,
     ],
     ['404', new Request(`${PLANE_URL}/no/such/route`), 404],
+    ['REST 200', new Request(`${PLANE_URL}/items/x`, { headers: BOB }), 200],
+    ['REST 405', new Request(`${PLANE_URL}/internal/whoami`, { method: 'PUT', headers: BOB }), 405],
+    ['REST middleware 401', new Request(`${PLANE_URL}/items/x`), 401],
+    ['REST 403', new Request(`${PLANE_URL}/internal/whoami`, { headers: BOB }), 403],
+    ['REST 500', restPost('/fail', { kind: 'error' }), 500],
+    ['REST 500 (no caller)', new Request(`${PLANE_URL}/items/x`, { headers: NOCALLER }), 500],
   ];
   for (const [label, request, status] of cases) {
     const response = await fx.plane.fetch(request);
@@ -145,4 +162,65 @@ test('META-08 no token, assertion, proof, HMAC signature or secret in logs or se
       assert.ok(allowed.has(name), `query parameter ${name} in ${record.url}`);
     }
   }
+});
+
+test('ERR-09 (REST) REST 400, 422 and 500 answers carry no stack traces, file paths, node_modules or secrets', async () => {
+  const fx = await createPlaneDeployment();
+  const requests: [Request, number][] = [
+    [restPost('/items/x', '{"name":'), 400],
+    [restPost('/items/x', { name: 42 }), 422],
+    [restPost('/fail', { kind: 'error' }), 500],
+    [restPost('/fail', { kind: 'cause' }), 500],
+    [restPost('/fail', { kind: 'aggregate' }), 500],
+    [new Request(`${PLANE_URL}/bad-output`, { headers: BOB }), 500],
+  ];
+  for (const [request, status] of requests) {
+    const response = await fx.plane.fetch(request);
+    const text = await response.text();
+    assert.equal(response.status, status, text);
+    assert.equal(response.headers.get('Content-Type'), 'application/problem+json', text);
+    for (const marker of LEAK_MARKERS) assert.doesNotMatch(text, marker, text);
+    assert.equal(text.includes(fx.stats.marker), false, text);
+    assert.equal(text.includes('postgres://'), false, text);
+  }
+});
+
+test('ERR-10 (REST) no automatic retry: a retryable 503 from an idempotent method runs the handler once', async () => {
+  const fx = await createPlaneDeployment();
+  const response = await fx.rest('POST', '/fail-shaped', {
+    bearer: 't-bob',
+    body: { status: 503, retryable: true, reason: 'busy' },
+  });
+  assert.equal(response.status, 503);
+  assert.equal(response.body.code, 'handler');
+  assert.equal(response.body.retryable, true);
+  assert.equal(response.body.reason, 'busy');
+  assert.equal(fx.count('calls', 'svc-a.echo#failShaped'), 1);
+  assert.equal(fx.rpcRequests('svc-a').length, 1);
+});
+
+test('DOS-02 (REST) a body of 100 000 nested arrays or objects is a bounded 400; the plane stays up', async () => {
+  const fx = await createPlaneDeployment();
+  const depth = 100_000;
+  for (const [open, close] of [['[', ']'], ['{"a":', '}']]) {
+    const body = `{"name":${open.repeat(depth)}1${close.repeat(depth)}}`;
+    const response = await fx.plane.fetch(restPost('/items/x', body));
+    assert.equal(response.status, 400, open);
+    assert.equal((await response.json()).reason, 'invalid_json_body');
+  }
+  assert.equal(fx.rpcRequests('svc-a').length, 0);
+  const after = await fx.rest('GET', '/items/x', { bearer: 't-bob' });
+  assert.equal(after.status, 200);
+});
+
+test('DOS-06 (REST) a body with one 20 MiB string field is 413 at once; the service never sees it', async () => {
+  const fx = await createPlaneDeployment();
+  const body = `{"id":"x","name":"${'x'.repeat(20 * 1024 * 1024)}"}`;
+  const response = await fx.plane.fetch(restPost('/items/x', body));
+  assert.equal(response.status, 413);
+  const problem = await response.json();
+  assert.equal(problem.reason, 'body_too_large');
+  assert.equal(fx.rpcRequests('svc-a').length, 0);
+  assert.equal(fx.count('calls', 'svc-a.echo#items.update'), 0);
+  assert.equal(fx.middleware.runs, 0);
 });

@@ -230,6 +230,26 @@ test('REG-06 (WebSocket leg) a backslash rpc.path on a binding never makes the W
   assert.deepEqual(dialled, []);
 });
 
-test('REG-05 catalogs are byte-identical for every caller', {
-  skip: 'needs the OpenAPI and MCP front doors (GET /openapi.json, MCP tools/list), not built yet',
+test('REG-03 (REST) a document whose REST variable is not an input field mounts no route', async () => {
+  const base = await discoveryDocumentOf(FAKE) as {
+    abilities: { methods: Record<string, Record<string, unknown>> }[];
+  };
+  const document = structuredClone(base);
+  document.abilities[0].methods.whoami.rest = { method: 'get', path: '/fake/{nope}', status: 200 };
+  const { fx, fake } = await withFake(document);
+  const response = await fx.rest('GET', '/fake/x', { bearer: 't-robot' });
+  assert.equal(response.status, 404);
+  assert.equal(fx.middleware.runs, 0);
+  assert.equal(Object.hasOwn((await fx.openapi()).paths ?? {}, '/fake/{nope}'), false);
+  assert.equal(fake.received.some((path) => path.startsWith('/rpc/')), false);
+  // The control: with a consistent path the route exists (and reaches the fake's RPC route).
+  const fixed = structuredClone(base);
+  fixed.abilities[0].methods.whoami.rest = { method: 'get', path: '/fake/whoami', status: 200 };
+  const control = await withFake(fixed);
+  assert.ok(Object.hasOwn((await control.fx.openapi()).paths ?? {}, '/fake/whoami'));
+});
+
+// The OpenAPI part is 'REG-05 (OpenAPI) ...' in openapi-document.test.ts.
+test('REG-05 (MCP) tools/list is byte-identical for every caller', {
+  skip: 'needs the MCP front door (tools/list), not built yet',
 }, () => {});

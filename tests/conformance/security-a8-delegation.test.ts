@@ -143,3 +143,25 @@ test('DEL-06 (in-process) a user caller without principalKind keeps the legacy s
   assert.deepEqual(identity.subject, { id: 'bob' });
   assert.equal('spk' in decodeJws(fx.tokensAt('svc-a')[0]).claims, false);
 });
+
+test('DEL-06 (REST) t-bob, without principalKind, is delegated with the legacy subject shape', async () => {
+  const fx = await createPlaneDeployment();
+  const response = await fx.rest('GET', '/whoami', { bearer: 't-bob' });
+  assert.equal(response.status, 200);
+  const { identity } = response.body as Report;
+  assert.deepEqual(identity.subject, { id: 'bob' });
+  assert.equal(identity.callerAccess, 'plane');
+  assert.equal(identity.serviceId, PLANE_ID);
+  const { claims } = decodeJws(fx.tokensAt('svc-a')[0]);
+  assert.equal(claims.sub, 'bob');
+  assert.deepEqual(claims.act, { sub: PLANE_ID });
+  for (const name of ['spk', 'spo', 'spb']) assert.equal(name in claims, false, name);
+});
+
+test('DEL-05 (REST) t-alice is delegated with her principal kind and organisation', async () => {
+  const fx = await createPlaneDeployment();
+  const response = await fx.rest('GET', '/whoami', { bearer: 't-alice' });
+  const { identity } = response.body as Report;
+  assert.deepEqual(identity.subject, { id: 'alice', kind: 'api_key', orgId: 'org-1' });
+  assert.equal(identity.callerAccess, 'plane');
+});

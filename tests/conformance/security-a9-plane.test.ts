@@ -51,6 +51,32 @@ test('ACC-04 MCP: a user caller is refused a tool on a service-only ability, in 
     'needs the MCP front door (tools/call), not built yet; ACC-03 covers the same refusal in-process',
 }, () => {});
 
-test('ACC-05 REST: a user caller is refused a REST route of a service-only method with 403', {
-  skip: 'needs the REST front door, not built yet; ACC-03 covers the same refusal in-process',
-}, () => {});
+test('ACC-05 REST: a user caller is refused a REST route of a service-only method with 403', async () => {
+  const fx = await createPlaneDeployment({ countSigningKeyLookups: true });
+  for (const bearer of ['t-bob', 't-alice', 't-usersvc']) {
+    const response = await fx.rest('GET', '/internal/whoami', { bearer });
+    assert.equal(response.status, 403, bearer);
+    assert.equal(response.body.code, 'capability_auth');
+    assert.equal(response.body.reason, 'access_class_mismatch');
+    assert.equal(response.body.retryable, false);
+  }
+  assert.equal(fx.counters.signingKeyLookups, 0, 'no token was minted');
+  assert.equal(fx.rpcRequests('svc-a').length, 0, 'svc-a received no RPC request');
+  assert.equal(fx.count('factories', 'svc-a.internal'), 0);
+});
+
+test('ACC-06 (REST) t-robot reaches the service-only ability with a service-class token', async () => {
+  const fx = await createPlaneDeployment();
+  const response = await fx.rest('GET', '/internal/whoami', { bearer: 't-robot' });
+  assert.equal(response.status, 200);
+  const { identity } = response.body as Report;
+  assert.equal(identity.callerAccess, 'service');
+  assert.equal(identity.serviceId, 'svc-robot');
+  assert.equal('subject' in identity, false);
+  const [token] = fx.tokensAt('svc-a');
+  const { claims } = decodeJws(token);
+  assert.equal(claims.spa, 'service');
+  assert.equal(claims.sub, 'svc-robot');
+  for (const name of ['act', 'spk', 'spo']) assert.equal(name in claims, false, name);
+  assert.equal(fx.count('calls', 'svc-a.internal#whoami'), 1);
+});

@@ -86,6 +86,9 @@ test('Service discovery document: each ability entry carries every projected fie
     'items.get',
     'items.update',
     'items.search',
+    'items.replace',
+    'items.patch',
+    'items.delete',
   ]);
   const whoami = echo.methods.whoami;
   assert.deepEqual(whoami.scopes, ['svc-a.read']);

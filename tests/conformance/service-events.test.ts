@@ -129,6 +129,13 @@ test('Events: an RPC session aborted for what its caller sent is svc.request.fai
     assert.equal(failed[0].reason, reason, what);
     assert.equal(failed[0].requestId, 'req-protocol', what);
     assert.equal(failed[0].ability, 'svc-a.echo', what);
+    // One request, one outcome: the abort, never a completion beside it.
+    assert.equal(
+      events.filter((event) => event.event === 'svc.request.completed').length,
+      0,
+      what,
+    );
+    assert.equal(failed[0].status, 200, what);
   }
   assert.equal(fx.count('factories', 'svc-a.echo'), 0);
   // A session that ends normally reports nothing of the kind.

@@ -246,7 +246,15 @@ test('createControlPlane: every documented option is accepted; one not built yet
     log: { log: (event: SvcLogEvent) => events.push(event.event) },
     ttlSeconds: 60,
     invocationMiddleware: false as const,
-    openapi: false,
+    openapi: {
+      security: [{ bearer: [] }],
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      cache: memoryRegistryCache(),
+      cacheTtlSeconds: 30,
+      title: 'Plane API',
+      version: '1.0.0',
+    },
+    publicOrigin: ['https://api.example.com', 'http://localhost:8787'],
     rpc: false as const,
     mcp: false,
   };
@@ -269,7 +277,7 @@ test('createControlPlane: every documented option is accepted; one not built yet
     );
     assert.equal(error.reason, 'invalid_rpc_option', JSON.stringify(bad));
   }
-  for (const name of ['openapi', 'mcp']) {
+  for (const name of ['mcp']) {
     const error = refusedNaming(
       () => createControlPlane({ ...documented, [name]: {} }),
       `\`${name}\` is not built yet`,

@@ -18,7 +18,8 @@ const exported = new Set<string>(
 
 // Members of what those functions return (a server's `close()`, a plane's `jwks(env)`, the
 // `signingKeys(env)` option, the RPC main's `authenticate`), not exports.
-const MEMBERS = new Set(['authenticate', 'close', 'jwks', 'ready', 'signingKeys']);
+// Members and parameters the README calls, not package exports (`next` is Hono's middleware one).
+const MEMBERS = new Set(['authenticate', 'close', 'jwks', 'next', 'ready', 'signingKeys']);
 
 async function readme(): Promise<string> {
   return await readFile(new URL('../../../README.md', import.meta.url), 'utf8');
