@@ -1,7 +1,8 @@
 /**
  * svcplane: scoped capability tokens between services, typed RPC with validation, and a control
  * plane that signs the tokens, checks grants and aggregates the services' discovery documents.
- * Its public front doors (REST + OpenAPI 3.2, MCP tools, the RPC broker) are not built yet.
+ * Its front doors: a REST facade with its OpenAPI 3.2 document and the public RPC broker (MCP
+ * tools are not built yet).
  *
  * @module
  */

@@ -47,6 +47,8 @@ const MODULES: (() => Promise<{ benchmarks: Benchmark[] }>)[] = [
   () => import('./rpc.ts'),
   () => import('./issuance.ts'),
   () => import('./mcp.ts'),
+  () => import('./rest.ts'),
+  () => import('./broker.ts'),
 ];
 
 function commandLineArguments(): string[] {

@@ -10,6 +10,12 @@
  * - An AI agent reaches `orders.catalog.list` and `watch` as MCP tools at the plane's `POST /mcp`,
  *   with `Authorization: Bearer <agent token>` (made at start); the plane calls orders for it
  *   with a delegated token.
+ * - The REST facade: `GET /orders/items`, `POST /orders/reservations` and
+ *   `GET /ledger/accounts/{account}/balance`, described at `/openapi.json`. The plane's
+ *   invocation middleware accepts one demo bearer credential (made at start) and calls the
+ *   services on behalf of the user `demo-user` (an API key).
+ * - The plane's public RPC broker at `/rpc`: a CLI user with the same demo credential calls
+ *   orders over one WebSocket (a unary call and a short stream) without ever holding a token.
  *
  * @module
  */
@@ -17,10 +23,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { MiddlewareHandler } from 'hono';
 import { decodeJwt } from 'jose';
+import { WebSocket as WsWebSocket } from 'ws';
 import { z } from 'zod';
 import {
   abilityMethod,
   abilitySession,
+  brokerSession,
   controlPlaneHmacTokenRequester,
   controlPlaneJwkTokenRequester,
   createControlPlane,
@@ -50,13 +58,15 @@ export interface TourStep {
 
 /** A running demo deployment. */
 export interface DemoDeployment {
-  urls: { plane: string; orders: string; ledger: string };
+  urls: { plane: string; orders: string; ledger: string; openapi: string };
   /** The two callers' plane credentials, made at start (for the CLI and its tests). */
   callers: {
     billing: { serviceId: 'billing'; clientId: string; clientSecret: string };
     shipping: { serviceId: 'shipping'; clientId: string; keyId: string; privateJwk: JsonWebKey };
   };
-  /** The MCP endpoint and the header an agent sends to it. */
+  /** The REST facade's demo credential, and a ready-to-paste call with it. */
+  rest: { bearer: string; curl: string };
+  /** The MCP endpoint and the header an agent sends to it (the same demo credential). */
   mcp: { url: string; header: string };
   /** Runs the tour once; every step reports instead of throwing. */
   runTour(): Promise<TourStep[]>;
@@ -87,11 +97,13 @@ const catalogAbility = defineAbility({
         name: 'orders_list',
         description: 'List the catalog, optionally only what is in stock',
       },
+      rest: { method: 'get', path: '/orders/items' },
     }),
     reserve: abilityMethod({
       input: z.object({ sku: z.string(), quantity: z.number().int().positive() }),
       output: z.object({ reserved: z.boolean() }),
       scopes: ['orders.write'],
+      rest: { method: 'post', path: '/orders/reservations', status: 201 },
     }),
     watch: abilityMethod({
       input: z.object({ count: z.number().int().min(1).max(100) }),
@@ -127,7 +139,9 @@ const ledgerAbility = defineAbility({
         account: z.string(),
         cents: z.number().int(),
         brokeredBy: z.string().nullable(),
+        onBehalfOf: z.string().nullable(),
       }),
+      rest: { method: 'get', path: '/ledger/accounts/{account}/balance' },
     }),
   },
   handler: ({ identity }) => ({
@@ -135,6 +149,7 @@ const ledgerAbility = defineAbility({
       account,
       cents: 123_45,
       brokeredBy: identity.brokerServiceId ?? null,
+      onBehalfOf: identity.subject?.id ?? null,
     }),
   }),
 });
@@ -156,6 +171,36 @@ function randomSecret(): string {
   return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
 
+/**
+ * The plane's invocation middleware: one bearer credential names the demo user (an API key);
+ * anything else gets a 401 with its challenge, before the plane contacts any service.
+ */
+function demoBearerMiddleware(bearer: string): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.header('Authorization') !== `Bearer ${bearer}`) {
+      return new Response(
+        JSON.stringify({
+          type: 'urn:svcplane:problem:capability_auth',
+          title: 'Unauthorized',
+          status: 401,
+          detail: 'Send the demo bearer credential',
+          code: 'capability_auth',
+          retryable: false,
+        }),
+        {
+          status: 401,
+          headers: {
+            'Content-Type': 'application/problem+json',
+            'WWW-Authenticate': 'Bearer realm="svcplane-demo"',
+          },
+        },
+      );
+    }
+    c.set('svcCaller', { id: 'demo-user', kind: 'user', principalKind: 'api_key' });
+    await next();
+  };
+}
+
 /** A service that verifies tokens against the plane's published JWKS. */
 function demoService(planeUrl: string, id: string, ingress: boolean) {
   return createService({
@@ -167,20 +212,6 @@ function demoService(planeUrl: string, id: string, ingress: boolean) {
     abilities: [id === 'orders' ? catalogAbility : ledgerAbility],
     logger: false,
   });
-}
-
-/** The demo's invocation middleware: one agent token names one user-class caller. */
-function agentBearer(agentToken: string): MiddlewareHandler {
-  return async (c, next) => {
-    if (c.req.header('Authorization') !== `Bearer ${agentToken}`) {
-      return new Response('unauthorized', {
-        status: 401,
-        headers: { 'WWW-Authenticate': 'Bearer realm="demo"' },
-      });
-    }
-    c.set('svcCaller' as never, { id: 'agent-1', kind: 'user' } as never);
-    await next();
-  };
 }
 
 /** Runs one step; a throw is reported as a failed step with its message. */
@@ -240,7 +271,7 @@ export async function startDemo(): Promise<DemoDeployment> {
     servers.push(ledgerServer);
 
     const hmacSecret = randomSecret();
-    const agentToken = randomSecret();
+    const restBearer = `demo-${randomSecret().slice(0, 24)}`;
     const shippingKey = await generateCallerKey('shipping-key-1');
     const plane = createControlPlane({
       id: PLANE_ID,
@@ -260,13 +291,14 @@ export async function startDemo(): Promise<DemoDeployment> {
         httpService({
           id: 'orders',
           url: ordersServer.url,
-          // The plane's WebSocket leg for streamed MCP tools (Node 20 has no global WebSocket).
+          // The plane's WebSocket leg for streamed MCP tools and the broker (Node 20 has no
+          // global WebSocket).
           createWebSocket: nodeWebSocketFactory(),
           grants: [
             { caller: 'billing', scopes: ['orders.read'] },
             { caller: 'shipping', scopes: ['orders.read', 'orders.write'] },
-            // The plane acts for MCP agents (delegated tokens) with read access only.
-            { caller: PLANE_ID, scopes: ['orders.read'] },
+            // REST calls act as the plane on behalf of the demo user.
+            { caller: PLANE_ID, scopes: ['orders.read', 'orders.write'] },
           ],
         }),
         httpService({
@@ -278,7 +310,15 @@ export async function startDemo(): Promise<DemoDeployment> {
           ],
         }),
       ],
-      invocationMiddleware: agentBearer(agentToken),
+      // The public RPC broker at /rpc; its callers are named by the same middleware.
+      rpc: {},
+      invocationMiddleware: demoBearerMiddleware(restBearer),
+      openapi: {
+        title: 'svcplane demo',
+        security: [{ demoBearer: [] }],
+        securitySchemes: { demoBearer: { type: 'http', scheme: 'bearer' } },
+      },
+      publicOrigin: planeUrl,
       log: false,
     });
     await plane.ready();
@@ -297,7 +337,9 @@ export async function startDemo(): Promise<DemoDeployment> {
       issuer: planeUrl,
     });
     const catalogUrl = `${ordersServer.url}/rpc/orders.catalog`;
-    const mcp = { url: `${planeUrl}/mcp`, header: `Authorization: Bearer ${agentToken}` };
+    const mcp = { url: `${planeUrl}/mcp`, header: `Authorization: Bearer ${restBearer}` };
+    const balanceUrl = `${planeUrl}/ledger/accounts/acme/balance`;
+    const curl = `curl -s -H 'Authorization: Bearer ${restBearer}' ${balanceUrl}`;
 
     const runTour = async (): Promise<TourStep[]> => [
       await step('HMAC caller (billing) requests a token for orders', async () => {
@@ -365,6 +407,66 @@ export async function startDemo(): Promise<DemoDeployment> {
         if (result.brokeredBy !== PLANE_ID) throw new Error('the token was not brokered');
         return [`balance=${result.cents} cents, token brokered by ${result.brokeredBy}`];
       }),
+      await step('REST: GET /ledger/accounts/acme/balance through the plane', async () => {
+        const response = await fetch(balanceUrl, {
+          headers: { Authorization: `Bearer ${restBearer}` },
+        });
+        const body = await response.json() as { brokeredBy?: string; onBehalfOf?: string };
+        if (response.status !== 200 || body.brokeredBy !== PLANE_ID) {
+          throw new Error(`REST answered ${response.status}: ${JSON.stringify(body)}`);
+        }
+        return [
+          `200 ${JSON.stringify(body)}`,
+          'try it:  ' + curl,
+          `OpenAPI: ${planeUrl}/openapi.json`,
+        ];
+      }),
+      await step('REST: a request without the credential, and one with invalid input', async () => {
+        const anonymous = await fetch(balanceUrl);
+        await anonymous.body?.cancel();
+        const challenge = anonymous.headers.get('WWW-Authenticate');
+        if (anonymous.status !== 401 || challenge === null) throw new Error('not a 401');
+        const invalid = await fetch(`${planeUrl}/orders/reservations`, {
+          method: 'POST',
+          headers: { 'Authorization': `Bearer ${restBearer}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ sku: 'tea-01', quantity: 0 }),
+        });
+        const problem = await invalid.json() as { code?: string; issues?: unknown[] };
+        if (invalid.status !== 422) throw new Error(`expected 422, got ${invalid.status}`);
+        return [
+          `no credential: 401, WWW-Authenticate: ${challenge}`,
+          `quantity 0: ${invalid.status} ${invalid.headers.get('Content-Type')} ` +
+          JSON.stringify(problem),
+        ];
+      }),
+      await step('a CLI user calls orders through the broker (no token on its side)', async () => {
+        const session = brokerSession<{
+          list(input: { inStockOnly?: boolean }): { items: unknown[]; caller: string };
+          watch(input: { count: number }): ReadableStream<{ sku: string; stock: number }>;
+        }>({
+          url: `${planeUrl}/rpc`,
+          targetServiceId: 'orders',
+          abilityId: 'orders.catalog',
+          scopes: ['orders.read'],
+          transport: 'websocket',
+          createWebSocket: (url) =>
+            new WsWebSocket(url, {
+              headers: { Authorization: `Bearer ${restBearer}` },
+            }) as unknown as WebSocket,
+        });
+        try {
+          const result = await session.list({ inStockOnly: true });
+          const skus: string[] = [];
+          for await (const update of await session.watch({ count: 2 })) skus.push(update.sku);
+          if (skus.length !== 2) throw new Error('unexpected brokered stream');
+          return [
+            `broker ${planeUrl}/rpc: ${result.items.length} items for ${result.caller}`,
+            `streamed ${skus.length} updates through the broker: ${skus.join(', ')}`,
+          ];
+        } finally {
+          disposeAbilitySession(session);
+        }
+      }),
       await step('billing calls ledger directly: refused, ingress needs a brokered token', () => {
         const session = abilitySession({
           abilityId: 'ledger.entries',
@@ -383,7 +485,7 @@ export async function startDemo(): Promise<DemoDeployment> {
           const client = new Client({ name: 'demo-agent', version: '1.0.0' });
           await client.connect(
             new StreamableHTTPClientTransport(new URL(mcp.url), {
-              requestInit: { headers: { Authorization: `Bearer ${agentToken}` } },
+              requestInit: { headers: { Authorization: `Bearer ${restBearer}` } },
             }),
           );
           try {
@@ -408,7 +510,7 @@ export async function startDemo(): Promise<DemoDeployment> {
             }
             return [
               `tools: ${tools.map((tool) => tool.name).join(', ')}`,
-              `orders_list: ${items.length} items in stock, served to ${caller} for agent-1`,
+              `orders_list: ${items.length} items in stock, served to ${caller}`,
               `orders_watch: ${streamed} items, ${updates} progress notifications`,
             ];
           } finally {
@@ -431,7 +533,12 @@ export async function startDemo(): Promise<DemoDeployment> {
     ];
 
     return {
-      urls: { plane: planeUrl, orders: ordersServer.url, ledger: ledgerServer.url },
+      urls: {
+        plane: planeUrl,
+        orders: ordersServer.url,
+        ledger: ledgerServer.url,
+        openapi: `${planeUrl}/openapi.json`,
+      },
       callers: {
         billing: { serviceId: 'billing', clientId: 'billing-client', clientSecret: hmacSecret },
         shipping: {
@@ -441,6 +548,7 @@ export async function startDemo(): Promise<DemoDeployment> {
           privateJwk: shippingKey.privateJwk,
         },
       },
+      rest: { bearer: restBearer, curl },
       mcp,
       runTour,
       close,

@@ -18,6 +18,8 @@ const addresses: [string, string][] = [
   ['  JWKS', `${demo.urls.plane}/.well-known/svc/jwks.json`],
   ['  token endpoint', `${demo.urls.plane}/.well-known/svc/capability-token`],
   ['  MCP endpoint', demo.mcp.url],
+  ['  RPC broker', `${demo.urls.plane}/rpc`],
+  ['  OpenAPI 3.2', demo.urls.openapi],
   ['orders', `${demo.urls.orders}/.well-known/svc/service.json`],
   ['ledger (ingress)', `${demo.urls.ledger}/.well-known/svc/service.json`],
 ];
@@ -37,6 +39,8 @@ if (process.env.DEMO_EXIT_AFTER_TOUR === '1') {
   process.exit(failed === 0 ? 0 : 1);
 }
 
+console.log('REST through the plane (paste it while the demo runs):');
+console.log(`  ${demo.rest.curl}`);
 console.log('serving until interrupted (Ctrl+C)');
 let stopping = false;
 const stop = async () => {

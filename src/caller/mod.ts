@@ -20,6 +20,7 @@ export {
   type TokenRequester,
 } from './ability-session.ts';
 export { STALLED_TOKEN_FETCH_MS } from './token-request-cache.ts';
+export { brokerSession, type BrokerSessionOptions } from './broker-session.ts';
 export {
   cloudflareServiceBindingRpc,
   httpBatchRpc,
@@ -34,7 +35,7 @@ export {
   type WebSocketRpcOptions,
 } from './transports/websocket.ts';
 export { customRpcTransport } from './transports/custom.ts';
-export { cloudflareNativeRpc } from './transports/cloudflare-native.ts';
+export { cloudflareNativeRpc, type NativeAbilityBinding } from './transports/cloudflare-native.ts';
 export type { RpcTransportFactory } from './transports/outbound-metadata.ts';
 export {
   type CapabilityTokenBinding,

@@ -94,6 +94,11 @@ export interface Catalog {
    * `undefined` says nothing about the target: resolve it with {@link Catalog.target}.
    */
   peek(targetServiceId: string, purpose: DiscoveryPurpose): ResolvedTarget | undefined;
+  /**
+   * Every target as {@link Catalog.peek} reads it, or `undefined` unless every configured
+   * target is there right now (then resolve them with {@link Catalog.all}).
+   */
+  peekAll(purpose: DiscoveryPurpose): ResolvedTarget[] | undefined;
   /** Resolves every target in parallel, each with its own timeout; failures are isolated. */
   all(
     context: unknown,
@@ -448,6 +453,16 @@ export function createCatalog(options: CatalogOptions): Catalog {
       }
       const document = alreadyAccepted(value, endpoint.id);
       return document === undefined ? undefined : { endpoint, document };
+    },
+    peekAll(purpose) {
+      if (staticEndpoints === undefined) return undefined;
+      const targets: ResolvedTarget[] = [];
+      for (const id of staticEndpoints.keys()) {
+        const target = this.peek(id, purpose);
+        if (target === undefined) return undefined;
+        targets.push(target);
+      }
+      return targets;
     },
     async all(context, purpose, resolveOptions = {}) {
       const checkedPurpose = checkPurpose(purpose);

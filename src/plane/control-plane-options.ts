@@ -89,8 +89,11 @@ export interface ControlPlaneOptions {
    * OpenAPI `servers` and MCP's endpoint origin. Default none.
    */
   publicOrigin?: PublicOriginOption;
-  /** The public RPC broker route. Not built yet: anything but `false` refuses construction. */
-  rpc?: unknown;
+  /**
+   * The public RPC broker: `{}` mounts it at `/rpc`, `{ path }` elsewhere; omitted or `false`
+   * leaves it unmounted. Its callers are named by `invocationMiddleware`.
+   */
+  rpc?: false | { path?: string };
   /**
    * The MCP endpoint at `POST /mcp`, served when the catalog publishes MCP projections:
    * `allowedOrigins` (browser origins allowed besides the endpoint origin), `streamLimits`
@@ -116,11 +119,9 @@ export interface ResolvedControlPlaneOptions {
   mcp: ResolvedMcpOptions | false;
 }
 
-const NOT_BUILT_YET = ['rpc'] as const;
-
 /**
- * Every key `createControlPlane` reads: the contract's control-plane options, `id` and `issuer`.
- * The front doors not built yet are listed too, so they reach their own `not_built_yet` refusal.
+ * Every key `createControlPlane` reads: the contract's control-plane options, `id`, `issuer`
+ * and `publicOrigin`.
  */
 const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'id',
@@ -137,7 +138,7 @@ const CONTROL_PLANE_OPTIONS: readonly string[] = [
   'mcp',
   'openapi',
   'publicOrigin',
-  ...NOT_BUILT_YET,
+  'rpc',
 ];
 
 function text(value: unknown, field: string, fallback: string): string {
@@ -188,15 +189,6 @@ export function resolveControlPlaneOptions(
     throw new SvcConfigurationError('createControlPlane: options object required');
   }
   refuseUnknownKeys(options, CONTROL_PLANE_OPTIONS, 'createControlPlane');
-  for (const name of NOT_BUILT_YET) {
-    const value = options[name];
-    if (value !== undefined && value !== false) {
-      throw new SvcConfigurationError(
-        `createControlPlane: \`${name}\` is not built yet in this version of svcplane`,
-        { reason: 'not_built_yet' },
-      );
-    }
-  }
   if (options.signingKeys === undefined) {
     throw new SvcConfigurationError('createControlPlane: `signingKeys` is required');
   }

@@ -10,7 +10,12 @@ import { refuseUnknownKeys } from '../core/config-values.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import { httpCacheHeaders } from '../core/http-cache.ts';
 import { createEventLog } from '../core/logging.ts';
-import { acceptRequestId, generateRequestId, SVC_REQUEST_ID_HEADER } from '../core/request-id.ts';
+import {
+  acceptRequestId,
+  generateRequestId,
+  SVC_REQUEST_ID_HEADER,
+  SVC_REQUEST_ID_QUERY_PARAM,
+} from '../core/request-id.ts';
 import type { AbilitySession } from '../caller/ability-session.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from '../service/problem-json-app.ts';
 import type { AuthenticatedCaller } from './caller-auth.ts';
@@ -20,6 +25,7 @@ import { createInProcessSessions, type InProcessSessionOptions } from './in-proc
 import { createInvocation, type FrontDoorDependencies } from './invocation.ts';
 import { mountMcpEndpoint } from './mcp/mount.ts';
 import { createInvocationMiddlewareRunner } from './invocation-middleware.ts';
+import { mountBroker } from './broker/mount-broker.ts';
 import { mountRestFacade } from './rest/rest-facade.ts';
 import {
   createIssuer,
@@ -159,8 +165,8 @@ const ISSUE_FOR_CALLER_OPTIONS: readonly string[] = [
 ];
 
 /**
- * Creates a control plane. Configuration errors (a duplicate signing key id, an option that is
- * not built yet, invalid limits) are thrown here, before anything is served.
+ * Creates a control plane. Configuration errors (a duplicate signing key id, a malformed option,
+ * invalid limits) are thrown here, before anything is served.
  */
 export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
   const resolved = resolveControlPlaneOptions(options);
@@ -222,7 +228,10 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
   const app = new Hono();
 
   installRequestIdAndProblemJson(app, {
-    requestIdOf: (c) => acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ?? generateRequestId(),
+    // A WebSocket upgrade (the broker's) carries it in the query: browsers set no headers there.
+    requestIdOf: (c) =>
+      acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
+        acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM)) ?? generateRequestId(),
     // A route that threw answered an opaque 500: the log gets the cause.
     end(c, requestId, _startedAt, thrown) {
       if (thrown !== undefined && c.res.status >= 500) {
@@ -277,8 +286,19 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     catalog,
   };
   if (resolved.mcp !== false) mountMcpEndpoint(app, frontDoors);
-  // After the plane's own routes: they answer first, and the facade never reads their paths.
-  mountRestFacade(app, frontDoors);
+  // The broker first (its path is then reserved for the facade), then the REST facade, after
+  // the plane's own routes: they answer first, and the facade never reads their paths.
+  const brokerPath = mountBroker(app, {
+    ...frontDoors,
+    reservedPaths: RESERVED_PLANE_PATHS.filter((path) => path !== DEFAULT_RPC_PATH),
+    rpc: options.rpc,
+  });
+  mountRestFacade(
+    app,
+    brokerPath === undefined || RESERVED_PLANE_PATHS.includes(brokerPath)
+      ? frontDoors
+      : { ...frontDoors, reservedPaths: [...RESERVED_PLANE_PATHS, brokerPath] },
+  );
 
   return {
     app,

@@ -28,6 +28,10 @@ import {
 } from '../caller/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../caller/transports/outbound-metadata.ts';
 import { websocketRpc } from '../caller/transports/websocket.ts';
+import {
+  cloudflareNativeRpc,
+  type NativeAbilityBinding,
+} from '../caller/transports/cloudflare-native.ts';
 
 /** Scopes of one target service granted to one caller service. */
 export interface ServiceGrant {
@@ -40,8 +44,11 @@ export interface ServiceGrant {
 /** How an endpoint reaches its service. */
 export type ServiceEndpointKind = 'http' | 'cloudflare-binding' | 'local';
 
-/** The RPC transports an endpoint can open towards one ability route. */
-export type EndpointRpcKind = 'http-batch' | 'websocket';
+/**
+ * The RPC transports an endpoint can open towards one ability route; `cloudflare-binding-rpc`
+ * only through an endpoint configured with `abilityRpc`.
+ */
+export type EndpointRpcKind = 'http-batch' | 'websocket' | 'cloudflare-binding-rpc';
 
 /** One configured service, as the control plane's catalog sees it. */
 export interface ServiceEndpoint {
@@ -81,8 +88,12 @@ export interface CloudflareServiceBindingOptions {
   binding: ServiceBindingFetcher;
   /** Scopes granted per caller: one grant per caller, checked and copied at construction. */
   grants: readonly ServiceGrant[];
-  /** Native ability RPC; never inferred from the binding. */
-  abilityRpc?: unknown;
+  /**
+   * Native ability RPC: a binding to the service's entrypoint offering `connectAbility`. When
+   * set, the plane reaches abilities enabling `cloudflare-binding-rpc` over it (streams first);
+   * never inferred from the binding.
+   */
+  abilityRpc?: NativeAbilityBinding;
   /** Creates WebSockets to the service; a binding offers no WebSocket URL of its own. */
   createWebSocket?: (url: string) => WebSocket;
 }
@@ -300,6 +311,13 @@ function hasGlobalWebSocket(): boolean {
   return typeof (globalThis as { WebSocket?: unknown }).WebSocket === 'function';
 }
 
+function noNativeBinding(endpointId: string): never {
+  throw new SvcConfigurationError(
+    `Service "${endpointId}" has no native binding: pass abilityRpc to cloudflareServiceBinding`,
+    { reason: 'native_binding_unavailable' },
+  );
+}
+
 function unknownRpcKind(endpointId: string, kind: unknown): never {
   throw new SvcConfigurationError(
     `Service "${endpointId}": unknown RPC transport kind ${JSON.stringify(kind)}`,
@@ -350,6 +368,7 @@ export function httpService(options: HttpServiceOptions): ServiceEndpoint {
         }
         return websocketRpc(url, createWebSocket !== undefined ? { createWebSocket } : {});
       }
+      if (kind === 'cloudflare-binding-rpc') return noNativeBinding(id);
       return unknownRpcKind(id, kind);
     },
   });
@@ -373,6 +392,14 @@ export function cloudflareServiceBinding(
   const grants = validateGrants(record.grants, label);
   const createWebSocket = validateWebSocketFactory(record.createWebSocket, label);
   const discoveryUrl = routeBelow(internalBase, SERVICE_DISCOVERY_PATH);
+  let native: RpcTransportFactory | undefined;
+  if (record.abilityRpc !== undefined) {
+    try {
+      native = cloudflareNativeRpc(record.abilityRpc as NativeAbilityBinding);
+    } catch {
+      refuse(label, 'abilityRpc', 'must be a binding to an entrypoint with connectAbility');
+    }
+  }
   return built({
     id,
     grants,
@@ -389,6 +416,7 @@ export function cloudflareServiceBinding(
         }
         return websocketRpc(url, { createWebSocket });
       }
+      if (kind === 'cloudflare-binding-rpc') return native ?? noNativeBinding(id);
       return unknownRpcKind(id, kind);
     },
   });
@@ -432,6 +460,7 @@ export function localService(options: LocalServiceOptions): ServiceEndpoint {
       if (kind === 'websocket') {
         noWebSocketRoute(id, 'an in-process service is reached over HTTP-batch only');
       }
+      if (kind === 'cloudflare-binding-rpc') return noNativeBinding(id);
       return unknownRpcKind(id, kind);
     },
   });

@@ -24,8 +24,13 @@ import type { AbilityDiscoveryEntry, MethodDiscoveryEntry } from '../service/dis
 import type { Catalog, ResolvedTarget } from './catalog.ts';
 import { grantedScopes, publishedScopes } from './grants.ts';
 import { type BrokerCaller, checkCatalogAccess, tokenShapeForCaller } from './broker-caller.ts';
-import type { createIssuer } from './issuer.ts';
+import type { createIssuer, IssueCapabilityTokenOptions } from './issuer.ts';
+import {
+  capabilityTokenCacheKey,
+  createCapabilityTokenCache,
+} from '../caller/token-request-cache.ts';
 import { type SelectedTransport, selectTransport } from './target-transport.ts';
+import { unaryCall } from './unary-call.ts';
 import type { ResolvedControlPlaneOptions } from './control-plane-options.ts';
 import type { WithInvocationMiddleware } from './invocation-middleware.ts';
 
@@ -86,10 +91,13 @@ export interface AuthorizedInvocation {
   /** The transport the plane opens to the ability (chosen before anything is minted). */
   transport: SelectedTransport;
   /**
-   * Mints the token this caller needs for this target: delegated (`kind: 'user'`), service-class
-   * (`kind: 'service'`), brokered when the target advertises ingress. Runs the grant check.
+   * The token this caller needs for this target: delegated (`kind: 'user'`), service-class
+   * (`kind: 'service'`), brokered when the target advertises ingress. A mint runs the grant
+   * check; a minted token is reused for the same caller, subject, target, ability and scopes
+   * for part of its life (Delegation r4), never across callers or subjects. `refusedToken`
+   * (one the service refused with 401) is never handed back.
    */
-  mintToken(): Promise<string>;
+  mintToken(refusedToken?: string): Promise<string>;
 }
 
 /** The invocation path built by {@link createInvocation}. */
@@ -234,40 +242,45 @@ export async function authorizeAbility(
     published: boolean;
   },
 ): Promise<{ target: ResolvedTarget; ability: AbilityDiscoveryEntry }> {
-  // A call through the plane, not a token request: the `default` purpose's snapshot.
-  const target = await deps.catalog.target(request.serviceId, request.bindings, 'default', {
-    ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
-  });
+  // A call through the plane, not a token request: the `default` purpose's snapshot, read
+  // without a promise when a process-local cache holds it.
+  const target = deps.catalog.peek(request.serviceId, 'default') ??
+    await deps.catalog.target(request.serviceId, request.bindings, 'default', {
+      ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
+    });
   const ability = abilityOf(target, request.abilityId, request.published);
   checkCatalogAccess(target, request.abilityId, request.shape.callerAccess);
   return { target, ability };
+}
+
+/** What one mint for a target names. */
+interface MintRequest {
+  shape: TokenShape;
+  abilityId: string;
+  scopes: readonly string[];
+  bindings: unknown;
+  requestId?: string;
+}
+
+function mintOptions(target: ResolvedTarget, request: MintRequest): IssueCapabilityTokenOptions {
+  return {
+    ...request.shape,
+    targetServiceId: target.endpoint.id,
+    scopes: request.scopes,
+    abilityId: request.abilityId,
+    context: request.bindings,
+    ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
+  };
 }
 
 /** Mints the token `shape` needs for `target` (brokered when the target advertises ingress). */
 export async function mintForTarget(
   deps: Pick<InvocationDependencies, 'issuer'>,
   target: ResolvedTarget,
-  request: {
-    shape: TokenShape;
-    abilityId: string;
-    scopes: readonly string[];
-    bindings: unknown;
-    requestId?: string;
-  },
+  request: MintRequest,
 ): Promise<string> {
-  const issued = await deps.issuer.mintWithTarget(
-    {
-      ...request.shape,
-      targetServiceId: target.endpoint.id,
-      scopes: request.scopes,
-      abilityId: request.abilityId,
-      context: request.bindings,
-      ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
-    },
-    target.document.ingress !== undefined,
-    target,
-  );
-  return issued.token;
+  const brokered = target.document.ingress !== undefined;
+  return (await deps.issuer.mintWithTarget(mintOptions(target, request), brokered, target)).token;
 }
 
 /**
@@ -304,8 +317,34 @@ function disposingWhenDone(
   }, { highWaterMark: 0 });
 }
 
+/**
+ * The cache key of a minted token: the contract's (Delegation r4: caller, target, ability,
+ * normalised scopes, the complete subject with its kind) plus what the plane mints differently
+ * for one such key: the access class and whether the token is brokered.
+ */
+function mintedTokenKey(
+  shape: TokenShape,
+  target: ResolvedTarget,
+  abilityId: string,
+  scopes: readonly string[],
+): string {
+  const brokered = target.document.ingress !== undefined;
+  return `${shape.callerAccess}:${brokered ? 'brokered' : 'direct'}:${
+    capabilityTokenCacheKey({
+      callerServiceId: shape.callerServiceId,
+      targetServiceId: target.endpoint.id,
+      abilityId,
+      scopes,
+      ...(shape.subject !== undefined ? { subject: shape.subject } : {}),
+    })
+  }`;
+}
+
 /** Builds the invocation path over the plane's catalog and issuer. */
 export function createInvocation(deps: InvocationDependencies): Invocation {
+  // Minting is an ES256 signature here and a verification at the service for every new token:
+  // reusing one per key (see mintedTokenKey) makes a warm call cost neither.
+  const minted = createCapabilityTokenCache();
   const authorize = async (
     target: InvocationTarget,
     ctx: InvocationContext,
@@ -337,14 +376,24 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
       ...(method !== undefined ? { method } : {}),
       scopes,
       transport,
-      mintToken: () =>
-        mintForTarget(deps, resolved, {
-          shape,
-          abilityId: ability.id,
-          scopes,
-          bindings: ctx.bindings,
-          requestId: ctx.requestId,
-        }),
+      mintToken: (refusedToken?: string) => {
+        const key = mintedTokenKey(shape, resolved, ability.id, scopes);
+        if (refusedToken !== undefined) minted.forget(key, refusedToken);
+        return minted.get(key, async () => {
+          const issued = await deps.issuer.mintWithTarget(
+            mintOptions(resolved, {
+              shape,
+              abilityId: ability.id,
+              scopes,
+              bindings: ctx.bindings,
+              requestId: ctx.requestId,
+            }),
+            resolved.document.ingress !== undefined,
+            resolved,
+          );
+          return { token: issued.token, lifetimeMs: issued.expiresAt.getTime() - Date.now() };
+        });
+      },
     };
   };
 
@@ -360,7 +409,7 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
       callerServiceId: tokenShapeForCaller(ctx.caller, deps.planeServiceId).callerServiceId,
       targetServiceId: target.serviceId,
       scopes: authorized.scopes,
-      requestToken: () => authorized.mintToken(),
+      requestToken: ({ refusedToken }) => authorized.mintToken(refusedToken),
       transport: authorized.transport.transport,
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),
       ...(ctx.idempotencyKey !== undefined ? { idempotencyKey: ctx.idempotencyKey } : {}),
@@ -401,18 +450,21 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
           },
         );
       }
-      const timeoutMs = remainingBudget(ctx.deadline, `${target.abilityId}.${target.method}`);
-      const session = openSession(authorized, target, ctx, timeoutMs);
-      const dispose = () => disposeAbilitySession(session);
-      ctx.signal?.addEventListener('abort', dispose, { once: true });
-      try {
-        return await (session as Record<string, (input: unknown) => Promise<unknown>>)[
-          target.method
-        ](input);
-      } finally {
-        ctx.signal?.removeEventListener('abort', dispose);
-        dispose();
-      }
+      remainingBudget(ctx.deadline, `${target.abilityId}.${target.method}`);
+      return await unaryCall({
+        transport: authorized.transport.transport,
+        abilityId: authorized.ability.id,
+        method: target.method,
+        input,
+        metadata: {
+          requestId: ctx.requestId,
+          ...(ctx.idempotencyKey !== undefined ? { idempotencyKey: ctx.idempotencyKey } : {}),
+          ...(ctx.connInfo !== undefined ? { connInfo: serializeConnInfo(ctx.connInfo) } : {}),
+        },
+        ...(ctx.deadline !== undefined ? { deadline: ctx.deadline } : {}),
+        ...(ctx.signal !== undefined ? { signal: ctx.signal } : {}),
+        token: (refusedToken) => authorized.mintToken(refusedToken),
+      });
     },
     async stream(target, input, ctx) {
       const authorized = await authorize(target, ctx);

@@ -22,6 +22,7 @@ export {
   MAX_CAPABILITY_TOKEN_TTL_SECONDS,
 } from './issuer.ts';
 export type { BrokerCaller, InProcessSessionOptions } from './in-process-session.ts';
+export type { PlaneVariables, SvcInvocation } from './invocation-middleware.ts';
 export {
   cloudflareServiceBinding,
   type CloudflareServiceBindingOptions,

@@ -29,7 +29,8 @@ function noUsableTransport(
 
 /**
  * The transport the plane uses, from what the ability offers and the endpoint can open. An
- * ability with streaming methods goes over WebSocket when it can (streams need a session
+ * ability with streaming methods goes over the endpoint's native binding (`abilityRpc`) or
+ * WebSocket when it can (streams need a session
  * transport, as the broker's plane leg does); otherwise HTTP-batch comes first (nothing stays
  * open between calls). A session keeps its first choice ({@link keptTransport}): the ability
  * session treats batches and a long-lived session differently, so the kind must not change
@@ -42,12 +43,20 @@ export function selectTransport(
   streams: boolean = Object.values(ability.methods).some((method) => method.stream === true),
 ): SelectedTransport {
   const offered = ability.rpc.transports;
+  // The native binding is used only where the endpoint was given one (never inferred).
   const preference: EndpointRpcKind[] = streams
-    ? ['websocket', 'http-batch']
-    : ['http-batch', 'websocket'];
-  const candidates = preference.filter((kind) => offered.includes(kind));
+    ? ['cloudflare-binding-rpc', 'websocket', 'http-batch']
+    : ['http-batch', 'cloudflare-binding-rpc', 'websocket'];
+  const candidates = preference.filter((kind) =>
+    offered.includes(kind) &&
+    (kind !== 'cloudflare-binding-rpc' || endpoint.abilityRpc !== undefined)
+  );
   if (candidates.length === 0) {
-    return noUsableTransport(ability, endpoint, 'the plane opens http-batch and websocket only');
+    return noUsableTransport(
+      ability,
+      endpoint,
+      'the plane opens http-batch, websocket, and cloudflare-binding-rpc through abilityRpc',
+    );
   }
   for (const [index, kind] of candidates.entries()) {
     const selected = openableTransport(endpoint, ability, kind, index < candidates.length - 1);

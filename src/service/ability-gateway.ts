@@ -22,7 +22,7 @@ export interface GatewayContext {
   // deno-lint-ignore no-explicit-any
   ability: AbilityDefinition<any>;
   service: ResolvedServiceOptions;
-  transport: 'http-batch' | 'websocket';
+  transport: 'http-batch' | 'websocket' | 'cloudflare-binding-rpc';
   metadata: InboundRpcMetadata;
   /** Epoch ms at which the caller's budget runs out; undefined when the caller sent none. */
   callerDeadlineEndsAt?: number;

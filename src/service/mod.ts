@@ -43,6 +43,11 @@ export type {
 } from './discovery.ts';
 export { createService, SERVICE_DISCOVERY_PATH, type SvcService } from './service.ts';
 export type {
+  ConnectAbilityAnswer,
+  ConnectAbilityRefusal,
+  ConnectAbilityRequest,
+} from './native-ability-rpc.ts';
+export type {
   ServiceAuthOptions,
   ServiceIngressOptions,
   ServiceOptions,

@@ -78,22 +78,11 @@ const MAX_ROOT_REF_HOPS = 8;
  * keys count, so `constructor` never appears by accident.
  */
 export function topLevelInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
-  return new Set(Object.keys(topLevelInputProperties(inputJsonSchema)));
-}
-
-/**
- * The top-level `properties` of an input JSON Schema (own keys only), with a root `$ref` chain
- * followed as {@link topLevelInputFields} does; an empty record when it declares none. Each
- * value is that field's schema, a root-relative `$ref` left as it is.
- */
-export function topLevelInputProperties(
-  inputJsonSchema: Record<string, unknown>,
-): Record<string, unknown> {
   const properties = rootObjectSchema(inputJsonSchema)?.properties;
   if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) {
-    return {};
+    return new Set();
   }
-  return properties as Record<string, unknown>;
+  return new Set(Object.keys(properties));
 }
 
 /** The schema a root `$ref` chain ends at, or `undefined` when it leaves the document. */

@@ -259,38 +259,19 @@ function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
   };
 }
 
-/** The ability transports `serveRpc` serves (`cloudflare-binding-rpc` is not built yet). */
-const SERVED_TRANSPORTS: ReadonlySet<string> = new Set(['http-batch', 'websocket']);
-
-function notBuiltYet(abilityId: string, why: string): never {
-  throw new SvcConfigurationError(
-    `createService: ability ${abilityId} ${why}, and the native binding transport ` +
-      '(cloudflare-binding-rpc, connectAbility) is not built yet in this version of svcplane: ' +
-      'enable `http-batch` or `websocket` too',
-    { reason: 'not_built_yet' },
-  );
-}
-
 /**
- * Refuses an ability this version could define but never serve: one whose only transport is
- * `cloudflare-binding-rpc`, or whose streaming methods could stream over nothing else.
+ * The error check of a session served elsewhere than on an HTTP route (a native binding): every
+ * error it sends without a taxonomy `code` is replaced, as on the routes, and the first one is
+ * reported to `onErrorReplaced` unless the connection had already ended (`connectionEnded`).
  */
-export function assertServableAbility(
-  ability: {
-    id: string;
-    rpc: { transports: readonly string[] };
-    methods: Record<string, { stream: boolean }>;
-  },
-): void {
-  const transports = ability.rpc.transports;
-  if (!transports.some((transport) => SERVED_TRANSPORTS.has(transport))) {
-    notBuiltYet(ability.id, 'is served over cloudflare-binding-rpc only');
-  }
-  if (transports.includes('websocket')) return;
-  const streaming = Object.keys(ability.methods).find((name) => ability.methods[name].stream);
-  if (streaming !== undefined) {
-    notBuiltYet(ability.id, `streams method "${streaming}" over cloudflare-binding-rpc only`);
-  }
+export function sessionErrorReplacer(
+  options: Pick<ServeRpcOptions, 'onErrorReplaced'>,
+  connectionEnded: () => boolean,
+): (error: Error) => Error | undefined {
+  const serveOptions = options as ServeRpcOptions;
+  const aborts = watchSessionAbort(serveOptions);
+  aborts.endsWith(() => false, connectionEnded);
+  return unshapedErrorReplacer(serveOptions, aborts);
 }
 
 function allowedMethods(transports: readonly string[]): string {

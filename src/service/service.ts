@@ -24,9 +24,14 @@ import { type AbilityDefinition, assertUniqueProjections } from './ability.ts';
 import { AbilityGateway } from './ability-gateway.ts';
 import { type ServiceDiscoveryDocument, serviceDiscoveryDocument } from './discovery.ts';
 import { readInboundMetadata } from './inbound-metadata.ts';
+import {
+  type ConnectAbilityAnswer,
+  type ConnectAbilityRequest,
+  createNativeAbilityConnector,
+} from './native-ability-rpc.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from './problem-json-app.ts';
 import { beginLogEventCollection, endLogEventCollection, recordLogEvent } from './log-events.ts';
-import { assertServableAbility, serveRpc } from './rpc-serve.ts';
+import { serveRpc } from './rpc-serve.ts';
 import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
 import { isWebSocketUpgradeRequest } from './websocket-upgrade.ts';
 
@@ -42,6 +47,13 @@ export interface SvcService {
   app: Hono;
   /** The discovery document the service publishes (a fresh copy on every call). */
   discovery(): ServiceDiscoveryDocument;
+  /**
+   * Native binding RPC: opens a session with one ability enabling `cloudflare-binding-rpc`, for
+   * a caller bound to this Worker. Expose it from a `WorkerEntrypoint`:
+   * `connectAbility(request) { return service.connectAbility(request, this.env); }`. Refusals
+   * resolve as `{ error }` data; `env` is the handler factories' `context.env`.
+   */
+  connectAbility(request: ConnectAbilityRequest, env?: unknown): Promise<ConnectAbilityAnswer>;
 }
 
 /** The path every service publishes its discovery document at. */
@@ -79,7 +91,6 @@ export function createService(options: ServiceOptions): SvcService {
   // deno-lint-ignore no-explicit-any
   const abilities = options.abilities as readonly AbilityDefinition<any>[];
   assertUniqueProjections(abilities, resolved.id);
-  for (const ability of abilities) assertServableAbility(ability);
   const document = serviceDiscoveryDocument({
     id: resolved.id,
     title: resolved.title,
@@ -211,9 +222,16 @@ export function createService(options: ServiceOptions): SvcService {
     });
   }
 
+  const connectAbility = createNativeAbilityConnector({
+    abilities,
+    service: resolved,
+    emit: (event) => emit(undefined, event),
+  });
+
   return {
     app,
     fetch: (request, env, ctx) => app.fetch(request, env, ctx as never) as Promise<Response>,
     discovery: () => structuredClone(document),
+    connectAbility,
   };
 }

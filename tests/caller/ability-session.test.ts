@@ -21,7 +21,6 @@ import {
   type TokenRequest,
   type TokenRequester,
 } from '../../src/caller/ability-session.ts';
-import { cloudflareNativeRpc } from '../../src/caller/transports/cloudflare-native.ts';
 import { customRpcTransport } from '../../src/caller/transports/custom.ts';
 import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
 import type { RpcTransportFactory } from '../../src/caller/transports/outbound-metadata.ts';
@@ -800,19 +799,6 @@ test('a custom transport instance carries one session; a second open is refused'
     channel.port1.close();
     channel.port2.close();
   }
-});
-
-test('cloudflareNativeRpc refuses with a configuration error naming the alternatives', () => {
-  assert.throws(() => cloudflareNativeRpc({}), (error: unknown) => {
-    assert.ok(error instanceof SvcConfigurationError);
-    assert.equal(
-      error.message,
-      'cloudflareNativeRpc is not built yet: use cloudflareServiceBindingRpc or websocketRpc',
-    );
-    // The same reason as every other surface that is not built yet.
-    assert.equal(svcErrorInfo(error).reason, 'not_built_yet');
-    return true;
-  });
 });
 
 test('invalid session options are refused at creation', () => {

@@ -62,6 +62,15 @@ const item = z.object({
   count: z.number().optional(),
 });
 
+/** The fixture's transports: HTTP-batch and WebSocket, plus the native binding when asked. */
+function fixtureTransports(
+  native: boolean | undefined,
+): ('http-batch' | 'websocket' | 'cloudflare-binding-rpc')[] {
+  return native === true
+    ? ['http-batch', 'websocket', 'cloudflare-binding-rpc']
+    : ['http-batch', 'websocket'];
+}
+
 /**
  * svc-a.echo: the method set of the checklist fixture. `options.access` tightens the access
  * class (a redeploy that makes the ability service-only).
@@ -69,7 +78,7 @@ const item = z.object({
 export function echoAbility(
   stats: FixtureStats,
   serviceId = 'svc-a',
-  options: { access?: 'plane' | 'service' } = {},
+  options: { access?: 'plane' | 'service'; native?: boolean } = {},
 ) {
   const id = `${serviceId}.echo`;
   const call = (method: string) => bump(stats.calls, `${id}#${method}`);
@@ -78,7 +87,7 @@ export function echoAbility(
     title: 'Echo',
     exposure: 'published',
     access: options.access ?? 'plane',
-    rpc: { transports: ['http-batch', 'websocket'] },
+    rpc: { transports: fixtureTransports(options.native) },
     methods: {
       whoami: abilityMethod({
         input: anyObject,
@@ -221,12 +230,15 @@ export function echoAbility(
         try {
           for (; i < n; i++) {
             if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs));
+            // Counted as produced when asked for: flow-control tests read how far it got.
             call('ticks.yielded');
             yield pad === undefined ? { i } : { i, pad };
           }
         } finally {
           // Counted when the stream ends early: the caller cancelled it instead of draining it.
           if (i < n) call('ticks.cancelled');
+          // Reached at the end, or when the consumer cancelled the stream.
+          call('ticks.ended');
         }
       },
       async *failMidStream({ after }: { after: number }) {
@@ -325,12 +337,16 @@ export function privateAbility(stats: FixtureStats) {
 }
 
 /** `<service>.echo` with only `whoami`, for svc-b (ingress) and svc-c (second audience). */
-export function whoamiOnlyAbility(stats: FixtureStats, serviceId: string) {
+export function whoamiOnlyAbility(
+  stats: FixtureStats,
+  serviceId: string,
+  options: { native?: boolean } = {},
+) {
   const id = `${serviceId}.echo`;
   return defineAbility({
     id,
     exposure: 'published',
-    rpc: { transports: ['http-batch', 'websocket'] },
+    rpc: { transports: fixtureTransports(options.native) },
     methods: {
       whoami: abilityMethod({
         input: anyObject,

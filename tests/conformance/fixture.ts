@@ -85,8 +85,11 @@ export function fixtureServices(init: {
   stats: FixtureStats;
   auth: () => ServiceOptions['auth'];
   log: (event: SvcLogEvent) => void;
+  /** Enable `cloudflare-binding-rpc` too on svc-a.echo and the `<id>.echo` of svc-b..svc-d. */
+  native?: boolean;
 }): Record<FixtureServiceId, SvcService> {
   const { stats, auth, log } = init;
+  const native = init.native === true;
   const whoamiService = (id: 'svc-b' | 'svc-c' | 'svc-d', title: string, ingress: boolean) =>
     createService({
       id,
@@ -94,7 +97,7 @@ export function fixtureServices(init: {
       version: '1.0.0',
       auth: auth(),
       ...(ingress ? { ingress: { brokerServiceId: PLANE_ID } } : {}),
-      abilities: [whoamiOnlyAbility(stats, id)],
+      abilities: [whoamiOnlyAbility(stats, id, { native })],
       logger: { log },
     });
   return {
@@ -104,7 +107,7 @@ export function fixtureServices(init: {
       version: '1.0.0',
       auth: auth(),
       abilities: [
-        echoAbility(stats),
+        echoAbility(stats, 'svc-a', { native }),
         otherAbility(stats),
         internalAbility(stats),
         privateAbility(stats),

@@ -21,7 +21,8 @@ const SECURED = {
 
 /** The fixture deployment with the REST-rich svc-r, and its document as bytes and JSON. */
 async function deployment(plane: Partial<ControlPlaneOptions> = {}) {
-  const fx = await createPlaneDeployment({ restService: true, plane });
+  // `openapi: {}`: the fixture's own default declares its bearer middleware.
+  const fx = await createPlaneDeployment({ restService: true, plane: { openapi: {}, ...plane } });
   return {
     fx,
     async openapi(headers: HeadersInit = {}) {
@@ -52,6 +53,9 @@ test('GET /openapi.json serves the OpenAPI 3.2 document of the published REST ro
   assert.ok(response.headers.get('X-Request-Id'));
   assert.equal(document.openapi, '3.2.0');
   assert.deepEqual(Object.keys(document.paths), [
+    '/bad-output',
+    '/fail',
+    '/fail-shaped',
     '/internal/whoami',
     '/items/search',
     '/items/{id}',
@@ -60,6 +64,11 @@ test('GET /openapi.json serves the OpenAPI 3.2 document of the published REST ro
     '/notes/{noteId}',
     '/notes/{noteId}/outline',
     '/pages/{page}',
+    '/sleep',
+    '/svc-b/whoami',
+    '/svc-c/whoami',
+    '/svc-d/whoami',
+    '/whoami',
   ]);
   assert.deepEqual(Object.keys(document.paths['/notes/{noteId}']), [
     'get',

@@ -12,7 +12,14 @@ import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
 import type { CallerAuthenticator } from '../../src/plane/caller-auth.ts';
 import { type ControlPlane, createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
-import { httpService, localService, type ServiceEndpoint } from '../../src/plane/endpoints.ts';
+import {
+  cloudflareServiceBinding,
+  httpService,
+  localService,
+  type ServiceEndpoint,
+} from '../../src/plane/endpoints.ts';
+import type { NativeAbilityBinding } from '../../src/caller/transports/cloudflare-native.ts';
+import type { ConnectAbilityRequest } from '../../src/service/native-ability-rpc.ts';
 import { abilitySession, type ProofSigner } from '../../src/caller/ability-session.ts';
 import { jwksFromServiceBinding } from '../../src/service/jwks-sources.ts';
 import { createService } from '../../src/service/service.ts';
@@ -33,12 +40,6 @@ import {
 } from './plane-credentials.ts';
 import { fixtureServices, ISS, PLANE_ID, PLANE_URL } from './fixture.ts';
 import { fetchOnlyService } from '../support/fetch-only-service.ts';
-import type { SvcService } from '../../src/service/mod.ts';
-import {
-  REST_SERVICE_GRANTS,
-  REST_SERVICE_ID,
-  restFixtureService,
-} from './fixture-rest-abilities.ts';
 import {
   assertReadResponseMatchesOpenApi,
   type OpenApiDocumentLike,
@@ -46,6 +47,12 @@ import {
 import type { MiddlewareHandler } from 'hono';
 import type { BrokerCaller } from '../../src/plane/broker-caller.ts';
 import type { SvcInvocation } from '../../src/plane/invocation-middleware.ts';
+import type { SvcService } from '../../src/service/mod.ts';
+import {
+  REST_SERVICE_GRANTS,
+  REST_SERVICE_ID,
+  restFixtureService,
+} from './fixture-rest-abilities.ts';
 
 export * from './plane-credentials.ts';
 export { ISS, PLANE_ID, PLANE_URL };
@@ -66,6 +73,8 @@ export interface ServiceRequestRecord {
   headers: Headers;
   /** Capability tokens found in the request body (HTTP-batch `authenticate` arguments). */
   tokens: string[];
+  /** A native binding session's `connectAbility` request (method `CONNECT`). */
+  native?: ConnectAbilityRequest;
 }
 
 /** Options of {@link createPlaneDeployment}. */
@@ -101,6 +110,13 @@ export interface PlaneDeploymentOptions {
    * JWKS route requests.
    */
   countSigningKeyLookups?: boolean;
+  /**
+   * How the plane reaches svc-a..svc-d: `local` (default, `localService`: HTTP-batch only);
+   * `websocket` (`httpService` whose `fetch` and in-memory WebSockets reach the service); `native`
+   * (`cloudflareServiceBinding` with `abilityRpc` calling the service's `connectAbility`, and the
+   * echo abilities enabling `cloudflare-binding-rpc`). Every route records the request.
+   */
+  endpoints?: 'local' | 'websocket' | 'native';
 }
 
 /**
@@ -269,7 +285,7 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
   const built:
     & Partial<Record<DeployedServiceId, SvcService>>
     & Record<FixtureServiceId, SvcService> = {
-      ...fixtureServices({ stats, auth, log }),
+      ...fixtureServices({ stats, auth, log, native: options.endpoints === 'native' }),
       ...(options.restService ? { [REST_SERVICE_ID]: restFixtureService(stats, auth()) } : {}),
     };
 
@@ -298,28 +314,86 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       return built[id]!.fetch(request, env, ctx);
     };
 
-  /** The in-memory WebSocket factories of `websocketServices` endpoints, by service id. */
-  const sockets = new Map<FixtureServiceId, ReturnType<typeof memoryWebSocketFactory>>();
-  const socketsOf = (id: FixtureServiceId) => {
-    if (!sockets.has(id)) sockets.set(id, memoryWebSocketFactory(serviceFetch(id)));
-    return sockets.get(id)!;
-  };
+  /** In-memory WebSockets to each service, one factory per service (its connections listed). */
+  const sockets = Object.fromEntries(
+    (['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) => [
+      id,
+      memoryWebSocketFactory(serviceFetch(id)),
+    ]),
+  ) as Record<FixtureServiceId, ReturnType<typeof memoryWebSocketFactory>>;
+  /** Native sessions each service accepted, open until their caller closes them. */
+  const nativeSessions = { opened: 0, closed: 0 };
+  const nativeBinding = (id: FixtureServiceId): NativeAbilityBinding => ({
+    async connectAbility(request: ConnectAbilityRequest) {
+      if (stopped.has(id)) throw new TypeError('binding unavailable');
+      requests.push({
+        service: id,
+        method: 'CONNECT',
+        path: `/rpc/${request.abilityId}`,
+        url: `native:${request.abilityId}`,
+        headers: new Headers(),
+        tokens: typeof request.token === 'string' ? [request.token] : [],
+        native: request,
+      });
+      // The session ends when the caller closes its stream or the service stops reading it.
+      let ended = false;
+      const end = () => {
+        if (!ended) nativeSessions.closed++;
+        ended = true;
+      };
+      const reader = request.messages.getReader();
+      const watched = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const next = await reader.read().catch((error) => {
+            end();
+            throw error;
+          });
+          if (next.done) {
+            end();
+            controller.close();
+          } else {
+            controller.enqueue(next.value);
+          }
+        },
+        cancel(reason) {
+          end();
+          return reader.cancel(reason);
+        },
+      }, { highWaterMark: 0 });
+      const answer = await built[id].connectAbility({ ...request, messages: watched });
+      if (answer.messages !== undefined) nativeSessions.opened++;
+      return answer;
+    },
+  });
+
+  // `websocketServices` is the older name of `endpoints: 'websocket'`.
+  const endpointKind = options.endpoints ?? (options.websocketServices ? 'websocket' : 'local');
   const endpoints = (): ServiceEndpoint[] => [
-    ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) =>
-      options.websocketServices
-        ? httpService({
+    ...(['svc-a', 'svc-b', 'svc-c', 'svc-d'] as const).map((id) => {
+      if (endpointKind === 'websocket') {
+        return httpService({
           id,
-          url: `http://${id}.internal`,
+          url: `https://${id}.internal`,
           fetch: (request) => serviceFetch(id)(request),
-          createWebSocket: (url) => socketsOf(id).createWebSocket(url),
+          createWebSocket: sockets[id].createWebSocket,
           grants: grantsFor(id),
-        })
-        : localService({
+        });
+      }
+      if (endpointKind === 'native') {
+        return cloudflareServiceBinding({
           id,
-          service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
+          binding: { fetch: (request) => serviceFetch(id)(request) },
+          abilityRpc: nativeBinding(id),
+          createWebSocket: sockets[id].createWebSocket,
           grants: grantsFor(id),
-        })
-    ),
+        });
+      }
+      return localService({
+        id,
+        service: { fetch: serviceFetch(id), discovery: () => built[id].discovery() },
+        grants: grantsFor(id),
+      });
+    }),
     ...(options.restService
       ? [localService({
         id: REST_SERVICE_ID,
@@ -397,8 +471,6 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
     counters,
     /** URLs the services fetched from the plane (their JWKS source). */
     jwksRequests,
-    /** WebSocket connections the plane opened to each service (`websocketServices` only). */
-    sockets,
     services: built,
     /** The replica services currently fetch their JWKS from (and requesters talk to). */
     get plane(): ControlPlane {
@@ -439,6 +511,10 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       );
     },
     serviceFetch,
+    /** The in-memory WebSockets the plane opened to each service (`endpoints: 'websocket'`). */
+    sockets,
+    /** Native binding sessions the services accepted and saw end (`endpoints: 'native'`). */
+    nativeSessions,
     /** Requests an RPC route of `id` received (discovery requests excluded). */
     rpcRequests(id: DeployedServiceId) {
       return requests.filter((record) => record.service === id && record.path.startsWith('/rpc/'));

@@ -12,8 +12,10 @@ import {
   JWKS_URL,
   PLANE_ID,
   PLANE_URL,
+  readResponse,
   TOKEN_URL,
 } from './plane-fixture.ts';
+import { assertReadResponseMatchesOpenApi } from '../support/openapi-response-check.ts';
 
 const alice = { bearer: 't-alice' };
 
@@ -284,4 +286,23 @@ test('Catalog build: a REST route at a plane path, or one two services declare, 
   assert.ok(routes.includes('svc-f GET /openapi.json plane_route'), routes.join('; '));
   assert.equal(refused.length, 3, 'each refusal reported once, though every request rebuilt');
   assert.equal(fx.middleware.runs, 0);
+});
+
+test('Errors (REST): a service refusing the plane-minted token is the plane failing (opaque 500), never a 401', async () => {
+  const fx = await createPlaneDeployment();
+  // A replica signing with k3, which the services' JWKS (from the deployed plane) lacks.
+  const stray = fx.replica(['k3']);
+  const response = await readResponse(
+    await stray.fetch(
+      new Request(`${PLANE_URL}/items/x`, { headers: { Authorization: 'Bearer t-alice' } }),
+    ),
+  );
+  assertReadResponseMatchesOpenApi(await fx.openapi(), 'GET', '/items/x', response);
+  assert.equal(response.status, 500);
+  assert.equal(response.body.code, 'internal');
+  assert.equal(response.body.reason, 'upstream_token_refused');
+  assert.equal(response.headers.get('WWW-Authenticate'), null);
+  assert.equal(fx.count('calls', 'svc-a.echo#items.get'), 0);
+  // Authentication failed twice (a fresh token was tried once), the method never ran.
+  assert.equal(fx.rpcRequests('svc-a').length, 2);
 });

@@ -7,7 +7,6 @@ import {
   createPlaneDeployment,
   FIXTURE_CHALLENGE,
   NO_CALLER_BEARER,
-  PLANE_URL,
   type PlaneDeployment,
 } from './plane-fixture.ts';
 
@@ -171,26 +170,4 @@ test('REST-11 QUERY takes its JSON body as the input; GET never reads one', asyn
   assert.equal(calls(fx, 'items.search'), 1);
 });
 
-test('REST-12 GET /openapi.json: OpenAPI 3.2, path fields out of the body, required path parameters, no invented security', async () => {
-  const fx = await createPlaneDeployment({ plane: { openapi: { cache: false } } });
-  const response = await fx.plane.fetch(new Request(`${PLANE_URL}/openapi.json`));
-  assert.equal(response.status, 200);
-  const document = await response.json();
-  assert.match(document.openapi, /^3\.2\./);
-  const update = document.paths['/items/{id}'].post;
-  const idParameter = update.parameters.find((parameter: { name: string }) =>
-    parameter.name === 'id'
-  );
-  assert.equal(idParameter.in, 'path');
-  assert.equal(idParameter.required, true);
-  const bodyText = JSON.stringify(update.requestBody);
-  const bodySchema = update.requestBody.content['application/json'].schema;
-  const resolved = bodySchema.$ref === undefined
-    ? bodySchema
-    : document.components.schemas[bodySchema.$ref.split('/').pop()];
-  assert.equal(Object.hasOwn(resolved.properties ?? {}, 'id'), false, bodyText);
-  assert.ok(document.paths['/items/search'].query, 'the 3.2 query operation');
-  assert.equal(document.security, undefined);
-  assert.equal(document.components?.securitySchemes, undefined);
-  assert.equal(fx.middleware.runs, 0);
-});
+// REST-12 (the document itself) is in openapi-document.test.ts.

@@ -236,7 +236,7 @@ test('Ability definition rpc.transports: a streaming method needs websocket or a
   }
 });
 
-test('Ability definition rpc.transports: a service it could serve only over the native binding refuses to start, as not built yet', () => {
+test('Ability definition rpc.transports: an ability served over the native binding only (streaming or not) starts, and is advertised as such', () => {
   const serviceWith = (ability: ReturnType<typeof plainAbility>) =>
     createService({
       id: 'svc-c',
@@ -250,33 +250,19 @@ test('Ability definition rpc.transports: a service it could serve only over the 
     methods: { ticks: abilityMethod({ input: anyObject, output: anyObject, stream: true }) },
     handler: () => ({ async *ticks() {} }),
   };
-  const unservable = [
-    plainAbility({ rpc: { transports: ['cloudflare-binding-rpc'] } }),
-    plainAbility({
-      ...streamingMethods,
-      rpc: { transports: ['http-batch', 'cloudflare-binding-rpc'] },
-    }),
-  ];
-  for (const ability of unservable) {
-    assert.throws(
-      () => serviceWith(ability),
-      (error: unknown) =>
-        error instanceof Error && (error as { reason?: string }).reason === 'not_built_yet' &&
-        error.message.includes('svc-c.plain') && error.message.includes('cloudflare-binding-rpc'),
-      JSON.stringify(ability.rpc.transports),
-    );
+  for (
+    const ability of [
+      plainAbility({ rpc: { transports: ['cloudflare-binding-rpc'] } }),
+      plainAbility({
+        ...streamingMethods,
+        rpc: { transports: ['http-batch', 'cloudflare-binding-rpc'] },
+      }),
+    ]
+  ) {
+    const served = serviceWith(ability);
+    assert.deepEqual(served.discovery().abilities[0].rpc.transports, ability.rpc.transports);
+    assert.equal(typeof served.connectAbility, 'function');
   }
-  // Beside a transport this version serves, the binding is declared and the service starts.
-  const served = serviceWith(
-    plainAbility({
-      ...streamingMethods,
-      rpc: { transports: ['websocket', 'cloudflare-binding-rpc'] },
-    }),
-  );
-  assert.deepEqual(served.discovery().abilities[0].rpc.transports, [
-    'websocket',
-    'cloudflare-binding-rpc',
-  ]);
 });
 
 test('Ability definition handler: a factory receiving context, identity, connInfo, signal, remainingTimeoutMs, idempotencyKey', async () => {

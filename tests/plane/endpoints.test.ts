@@ -309,15 +309,27 @@ test('cloudflareServiceBinding: discovery and HTTP-batch go through binding.fetc
   assert.equal(seen.requests[1].method, 'POST');
 });
 
+const refusedData = { code: 'internal', status: 503, retryable: true, message: 'down' };
+
 test('cloudflareServiceBinding never infers abilityRpc and needs createWebSocket for WebSocket', () => {
   const binding = { fetch: capture().fetch, connectAbility: () => ({}) };
   const plain = cloudflareServiceBinding({ id: 'svc-b', binding, grants });
   assert.equal(plain.abilityRpc, undefined);
   assert.equal('abilityRpc' in plain, false);
-  const native = { connectAbility: () => ({}) };
+  const native = { connectAbility: () => Promise.resolve({ error: refusedData }) };
   assert.equal(
     cloudflareServiceBinding({ id: 'svc-b', binding, grants, abilityRpc: native }).abilityRpc,
     native,
+  );
+  // Without abilityRpc there is no native route; with one, a binding without connectAbility is refused.
+  assert.throws(
+    () => plain.rpcTransport('/rpc/svc-b.main', 'cloudflare-binding-rpc'),
+    (error: unknown) =>
+      error instanceof SvcConfigurationError && error.reason === 'native_binding_unavailable',
+  );
+  assert.throws(
+    () => cloudflareServiceBinding({ id: 'svc-b', binding, grants, abilityRpc: {} as never }),
+    (error: unknown) => error instanceof SvcConfigurationError && /abilityRpc/.test(error.message),
   );
   assert.throws(
     () => plain.rpcTransport('/rpc/svc-b.main', 'websocket'),

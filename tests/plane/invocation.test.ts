@@ -226,3 +226,47 @@ test('invocation: publishedMethods lists published abilities only, the same for 
   assert.ok(names.includes('svc-b.echo#whoami'));
   assert.equal(names.some((name) => name.startsWith('svc-a.private')), false);
 });
+
+test('invocation: a minted token is reused for the same caller, never across callers or subjects', async () => {
+  const fx = await createPlaneDeployment();
+  const invocation = invocationOver(fx);
+  const callers = [
+    alice,
+    alice,
+    { ...alice, orgId: 'org-2' },
+    { ...alice, principalKind: 'automation' },
+    { id: 'bob', kind: 'user' } as const,
+    { id: PLANE_ID, kind: 'service' } as const,
+  ];
+  for (const caller of callers) await invocation.call(whoami, {}, context({ caller }));
+  const tokens = fx.tokensAt('svc-a');
+  assert.equal(tokens.length, 6);
+  assert.equal(tokens[1], tokens[0], 'the same caller reuses its token');
+  assert.equal(new Set(tokens).size, 5, 'every other caller got its own');
+  const subjects = tokens.map((token) => decodeJws(token).claims);
+  assert.deepEqual(subjects[2].spo, 'org-2');
+  assert.deepEqual(subjects[3].spk, 'automation');
+  // The plane's own id as a service caller: a service-class token, not the plane's delegated one.
+  assert.equal(subjects[5].spa, 'service');
+  assert.equal(subjects[5].act, undefined);
+});
+
+test('invocation: a token the service refuses with 401 is minted afresh once; the method runs once', async () => {
+  const fx = await createPlaneDeployment({ signingOrder: ['k1', 'k2'] });
+  const invocation = invocationOver(fx);
+  await invocation.call(whoami, {}, context());
+  // The services' JWKS cache expires and the plane now publishes only k2: k1 tokens are refused.
+  await fx.redeploy(['k2']);
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  await assertRefusal(invocation.call(whoami, {}, context()), {
+    code: 'capability_auth',
+    status: 401,
+  });
+  // Two attempts reached svc-a (the cached token, then a fresh one from the same k1 signer),
+  // and neither ran the handler beyond the first call.
+  assert.equal(fx.count('calls', 'svc-a.echo#whoami'), 1);
+  const tokens = fx.tokensAt('svc-a');
+  assert.equal(tokens.length, 3);
+  assert.equal(tokens[1], tokens[0]);
+  assert.notEqual(tokens[2], tokens[1]);
+});

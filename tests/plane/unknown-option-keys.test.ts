@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import type { SvcLogEvent } from '../../src/core/logging.ts';
-import { createControlPlane } from '../../src/plane/control-plane.ts';
+import { createControlPlane, JWKS_PATH } from '../../src/plane/control-plane.ts';
 import { cloudflareServiceBinding, httpService, localService } from '../../src/plane/endpoints.ts';
 import { hmacServiceClientAuth } from '../../src/plane/caller-auth-hmac.ts';
 import { jwkServiceClientAuth } from '../../src/plane/caller-auth-jwk.ts';
@@ -255,7 +255,7 @@ test('createControlPlane: every documented option is accepted; one not built yet
       version: '1.0.0',
     },
     publicOrigin: ['https://api.example.com', 'http://localhost:8787'],
-    rpc: false,
+    rpc: false as const,
     mcp: { allowedOrigins: ['https://app.example'], streamLimits: { maxItems: 5, maxBytes: 64 } },
   };
   const plane = createControlPlane(documented);
@@ -268,12 +268,22 @@ test('createControlPlane: every documented option is accepted; one not built yet
     () => createControlPlane({ ...documented, mcp: { allowedOrigins: ['https://a.example/x'] } }),
     '`mcp.allowedOrigins[0]` must be an origin',
   );
-  for (const name of ['rpc']) {
+  // The broker is built: `{}` and `{ path }` mount it; anything else is refused, naming it.
+  assert.equal(typeof createControlPlane({ ...documented, rpc: {} }).fetch, 'function');
+  assert.equal(
+    typeof createControlPlane({ ...documented, rpc: { path: '/broker' } }).fetch,
+    'function',
+  );
+  for (
+    const bad of [true, { path: 'rpc' }, { path: '/a/../b' }, { route: '/rpc' }, {
+      path: JWKS_PATH,
+    }]
+  ) {
     const error = refusedNaming(
-      () => createControlPlane({ ...documented, [name]: {} }),
-      `\`${name}\` is not built yet`,
+      () => createControlPlane({ ...documented, rpc: bad as never }),
+      '`rpc`',
     );
-    assert.equal(error.reason, 'not_built_yet');
+    assert.equal(error.reason, 'invalid_rpc_option', JSON.stringify(bad));
   }
   const notMiddleware = refusedNaming(
     () => createControlPlane({ ...documented, invocationMiddleware: {} as never }),
@@ -342,7 +352,7 @@ test('cloudflareServiceBinding: an unknown option is refused, every documented o
     id: 'notes',
     binding,
     grants,
-    abilityRpc: {},
+    abilityRpc: { connectAbility: () => Promise.reject(new Error('never connected here')) },
     createWebSocket: () => {
       throw new Error('never dialled here');
     },

@@ -53,6 +53,7 @@ import {
   memoryRegistryCache,
   type MemoryRegistryCacheOptions,
   type MethodOptions,
+  type PlaneVariables,
   type RestProjectionOptions,
   type RpcFetch,
   type ServiceBindingFetcher,
@@ -416,4 +417,18 @@ test('an AbilityValidationError keeps its own copy of a readonly issue list', ()
     scopes: NOTES_READ,
   };
   assert.deepEqual(request.scopes, ['notes.read']);
+});
+
+test('invocationMiddleware accepts a middleware typed with the plane variables', () => {
+  const middleware: MiddlewareHandler<{ Variables: PlaneVariables }> = async (c, next) => {
+    c.set('svcCaller', { id: 'alice', kind: 'user', principalKind: 'api_key' });
+    // @ts-expect-error a caller kind outside the contract's two
+    c.set('svcCaller', { id: 'alice', kind: 'admin' });
+    assert.equal(c.get('svcInvocation').surface, 'rest');
+    await next();
+  };
+  const options: Pick<ControlPlaneOptions, 'invocationMiddleware'> = {
+    invocationMiddleware: middleware,
+  };
+  assert.equal(typeof options.invocationMiddleware, 'function');
 });

@@ -99,7 +99,7 @@ export function openSessionOver(
 }
 
 /** The kinds of caller transport; `http-batch` opens one session per batch. */
-export type RpcTransportKind = 'http-batch' | 'websocket' | 'custom';
+export type RpcTransportKind = 'http-batch' | 'websocket' | 'cloudflare-binding-rpc' | 'custom';
 
 /** A plain object describing how to open a Cap'n Web session with request metadata. */
 export interface RpcTransportFactory {

@@ -66,7 +66,8 @@ function routeTableCache(deps: FrontDoorDependencies) {
     last !== undefined && last.documents.length === documents.length &&
     documents.every((document, index) => document === last!.documents[index]);
   return async (c: Context, requestId: string): Promise<RestRouteTable> => {
-    const { targets } = await deps.catalog.all(c, 'default', { requestId });
+    const targets = deps.catalog.peekAll('default') ??
+      (await deps.catalog.all(c, 'default', { requestId })).targets;
     const documents = targets.map((target) => target.document);
     if (!unchanged(documents)) {
       const published = publishedRestRoutes(documents, deps.reservedPaths);
@@ -75,6 +76,27 @@ function routeTableCache(deps: FrontDoorDependencies) {
     }
     return last!.table;
   };
+}
+
+/** The raw (still percent-encoded) path and query of a request URL. */
+interface RequestTarget {
+  pathname: string;
+  search: string;
+}
+
+/**
+ * The path and query of an absolute request URL, as `new URL` would give them (the runtime
+ * already normalised the URL it handed over), without building a URL object per request.
+ */
+function requestTarget(url: string): RequestTarget {
+  const authority = url.indexOf('//');
+  const pathStart = url.indexOf('/', authority < 0 ? 0 : authority + 2);
+  if (pathStart < 0) return { pathname: '/', search: '' };
+  const fragment = url.indexOf('#', pathStart);
+  const end = fragment < 0 ? url.length : fragment;
+  const query = url.indexOf('?', pathStart);
+  if (query < 0 || query > end) return { pathname: url.slice(pathStart, end), search: '' };
+  return { pathname: url.slice(pathStart, query), search: url.slice(query, end) };
 }
 
 /** Sets `no-store` on an answer, unless its headers are immutable (a fetched response). */
@@ -147,7 +169,7 @@ export function mountRestFacade(
   const { invocation, withInvocationMiddleware, log } = deps;
 
   app.use('*', async (c, next) => {
-    const url = new URL(c.req.url);
+    const url = requestTarget(c.req.url);
     if (reserved.has(url.pathname)) return await next();
     const requestId = contextRequestId(c);
     const table = await tableFor(c, requestId);
@@ -185,7 +207,7 @@ export function mountRestFacade(
   async function answer(
     c: Context,
     match: RestMatch,
-    url: URL,
+    url: RequestTarget,
     requestId: string,
     arrivedAt: number,
   ): Promise<Response> {
@@ -202,7 +224,7 @@ export function mountRestFacade(
     } else {
       request.body?.cancel().catch(() => {});
     }
-    const input = assembleInput(match, url.searchParams, body);
+    const input = assembleInput(match, new URLSearchParams(url.search), body);
     const svcInvocation: SvcInvocation = {
       surface: 'rest',
       serviceId: route.target.serviceId,

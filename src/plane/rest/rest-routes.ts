@@ -16,8 +16,8 @@
  * @module
  */
 import type { SvcEventLog } from '../../core/logging.ts';
-import { topLevelInputProperties } from '../../service/rest-path.ts';
 import type { InvocationTarget } from '../invocation.ts';
+import { queryFallbackFields, type QueryFallbackKind } from './query-fallback.ts';
 import type {
   PublishedRestRoute,
   PublishedRestRoutes,
@@ -26,9 +26,6 @@ import type {
 
 /** Logged once per refused route each time the table is built. */
 export const REST_ROUTE_REFUSED_EVENT = 'svc.rest.route_refused';
-
-/** How a query parameter may fill a top-level input field (REST r2). */
-export type QueryFallback = 'string' | 'string-array';
 
 /** One route of the facade. */
 export interface RestRoute {
@@ -45,7 +42,7 @@ export interface RestRoute {
   /** Whether a request body is read as input (never for GET and DELETE). */
   readsBody: boolean;
   /** Top-level string and string-array input fields a query parameter may fill. */
-  queryFallbacks: ReadonlyMap<string, QueryFallback>;
+  queryFallbacks: ReadonlyMap<string, QueryFallbackKind>;
   /** The route as the catalog publishes it. */
   published: PublishedRestRoute;
 }
@@ -80,29 +77,6 @@ export interface RestRouteTable {
   match(pathname: string): Map<string, RestMatch>;
 }
 
-function fallbackOf(schema: unknown): QueryFallback | undefined {
-  if (schema === null || typeof schema !== 'object') return undefined;
-  const record = schema as Record<string, unknown>;
-  if (record.type === 'string') return 'string';
-  if (record.type !== 'array') return undefined;
-  const items = record.items as Record<string, unknown> | undefined;
-  return items !== null && typeof items === 'object' && items.type === 'string'
-    ? 'string-array'
-    : undefined;
-}
-
-/** The top-level string and string-array fields of an input schema (REST r2). */
-export function queryFallbackFields(
-  inputSchema: Record<string, unknown>,
-): Map<string, QueryFallback> {
-  const fields = new Map<string, QueryFallback>();
-  for (const [name, schema] of Object.entries(topLevelInputProperties(inputSchema))) {
-    const fallback = fallbackOf(schema);
-    if (fallback !== undefined) fields.set(name, fallback);
-  }
-  return fields;
-}
-
 /** The facade's view of one published route. */
 function routeOf(published: PublishedRestRoute): RestRoute {
   const { method, ability, methodName, service, rest } = published;
@@ -113,7 +87,7 @@ function routeOf(published: PublishedRestRoute): RestRoute {
     status: rest.status,
     scopes: [...new Set([...ability.scopes, ...method.scopes])].sort(),
     readsBody: rest.method !== 'get' && rest.method !== 'delete',
-    queryFallbacks: queryFallbackFields(method.inputSchema as Record<string, unknown>),
+    queryFallbacks: queryFallbackFields(method.inputSchema),
     published,
   };
 }

@@ -69,9 +69,17 @@ test('one operation per published non-streaming REST method; the rest stay out',
   const document = generate();
   assert.equal(document.openapi, '3.2.0');
   assert.deepEqual(operationIds(document), [
+    'svc-a.echo.badOutput',
+    'svc-a.echo.fail',
+    'svc-a.echo.failShaped',
+    'svc-a.echo.items.delete',
     'svc-a.echo.items.get',
+    'svc-a.echo.items.patch',
+    'svc-a.echo.items.replace',
     'svc-a.echo.items.search',
     'svc-a.echo.items.update',
+    'svc-a.echo.sleep',
+    'svc-a.echo.whoami',
     'svc-a.internal.whoami',
     'svc-r.notes.create',
     'svc-r.notes.get',
@@ -330,8 +338,13 @@ test('a route two services declare, or one on a plane path, is left out and repo
     planePaths: ['/openapi.json'],
   });
   assert.deepEqual(Object.keys(document.paths as Json), [
+    '/bad-output',
+    '/fail',
+    '/fail-shaped',
     '/items/search',
     '/items/{id}',
+    '/sleep',
+    '/whoami',
   ]);
   assert.deepEqual(
     refused.map((route) => `${route.serviceId} ${route.path} ${route.reason}`),

@@ -35,9 +35,11 @@ function finished(child: ChildProcess, limitMs: number): Promise<Finished> {
 test('the demo tour succeeds at every step, on loopback servers', BOUND, async () => {
   const demo = await startDemo();
   try {
-    for (const url of Object.values(demo.urls)) assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    for (const url of Object.values(demo.urls)) {
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+(\/openapi\.json)?$/);
+    }
     const steps = await demo.runTour();
-    assert.equal(steps.length, 8);
+    assert.equal(steps.length, 11);
     for (const step of steps) assert.ok(step.ok, `${step.title}: ${step.details.join('; ')}`);
     const text = steps.map((step) => step.details.join('\n'));
     assert.match(text[0], /sub=billing aud=orders scp=\["orders.read"\] spa=service/);
@@ -45,11 +47,26 @@ test('the demo tour succeeds at every step, on loopback servers', BOUND, async (
     assert.match(text[1], /sub=shipping .*spa=service\ncnf\.jkt=[A-Za-z0-9_-]{43}$/);
     assert.match(text[3], /reserved=true, streamed 3 updates/);
     assert.match(text[4], /brokered by demo-plane/);
-    assert.equal(text[5], 'refused: code=capability_auth status=403 reason=ingress_required');
-    assert.match(text[6], /^tools: orders_list, orders_watch\n/);
-    assert.match(text[6], /orders_list: 2 items in stock, served to demo-plane for agent-1/);
-    assert.match(text[6], /orders_watch: 3 items, 3 progress notifications/);
-    assert.equal(text[7], 'refused: code=capability_auth status=403 reason=missing_scope');
+    assert.match(text[5], /"brokeredBy":"demo-plane","onBehalfOf":"demo-user"/);
+    assert.ok(text[5].includes(demo.rest.curl), 'the tour prints the curl line');
+    assert.ok(text[5].includes(`${demo.urls.plane}/openapi.json`));
+    assert.match(text[6], /401, WWW-Authenticate: Bearer realm="svcplane-demo"/);
+    assert.match(text[6], /422 application\/problem\+json .*"issues":\[/);
+    assert.match(text[7], /^broker http:\/\/127\.0\.0\.1:\d+\/rpc: \d+ items for demo-plane\n/);
+    assert.match(text[7], /streamed 2 updates through the broker/);
+    assert.equal(text[8], 'refused: code=capability_auth status=403 reason=ingress_required');
+    assert.match(text[9], /^tools: orders_list, orders_watch\n/);
+    assert.match(text[9], /orders_list: 2 items in stock, served to demo-plane$/m);
+    assert.match(text[9], /orders_watch: 3 items, 3 progress notifications/);
+    assert.equal(text[10], 'refused: code=capability_auth status=403 reason=missing_scope');
+    // The printed curl line is what a user pastes: the same request, answered the same way.
+    const curl = /^curl -s -H 'Authorization: Bearer ([\w-]+)' (http:\/\/\S+)$/.exec(
+      demo.rest.curl,
+    );
+    assert.ok(curl !== null, demo.rest.curl);
+    const pasted = await fetch(curl[2], { headers: { Authorization: `Bearer ${curl[1]}` } });
+    assert.equal(pasted.status, 200);
+    assert.equal((await pasted.json()).account, 'acme');
   } finally {
     await demo.close();
   }
@@ -64,9 +81,11 @@ test('npm start with DEMO_EXIT_AFTER_TOUR=1 prints the tour and exits 0', BOUND,
   const result = await finished(child, 80_000);
   assert.equal(result.code, 0, result.stderr || result.stdout);
   assert.match(result.stdout, /control plane\s+http:\/\/127\.0\.0\.1:\d+/);
-  assert.equal((result.stdout.match(/^OK /gm) ?? []).length, 8, result.stdout);
+  assert.equal((result.stdout.match(/^OK /gm) ?? []).length, 11, result.stdout);
+  assert.match(result.stdout, /RPC broker\s+http:\/\/127\.0\.0\.1:\d+\/rpc/);
   assert.doesNotMatch(result.stdout, /FAILED/);
-  assert.match(result.stdout, /tour: all 8 steps OK/);
+  assert.match(result.stdout, /tour: all 11 steps OK/);
+  assert.match(result.stdout, /OpenAPI 3\.2\s+http:\/\/127\.0\.0\.1:\d+\/openapi\.json/);
 });
 
 test('the demo keeps serving after the tour and exits 0 on SIGINT', BOUND, async () => {
@@ -89,6 +108,12 @@ test('the demo keeps serving after the tour and exits 0 on SIGINT', BOUND, async
   const jwks = await fetch(`${plane}/.well-known/svc/jwks.json`);
   assert.equal(jwks.status, 200);
   assert.equal(((await jwks.json()) as { keys: unknown[] }).keys.length, 1);
+  // The curl line printed before "serving until interrupted" works against the running demo.
+  const curl = /curl -s -H 'Authorization: Bearer ([\w-]+)' (http:\/\/\S+)/.exec(output);
+  assert.ok(curl !== null, output);
+  const pasted = await fetch(curl[2], { headers: { Authorization: `Bearer ${curl[1]}` } });
+  assert.equal(pasted.status, 200);
+  assert.equal(((await pasted.json()) as { onBehalfOf: string }).onBehalfOf, 'demo-user');
   child.kill('SIGINT');
   const result = await exit;
   assert.equal(result.code, 0, result.stderr);

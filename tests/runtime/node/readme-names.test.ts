@@ -23,7 +23,8 @@ const exported = new Set<string>(
 // Environment variables the `svcplane` command reads and prints, named as the command names them.
 const ENVIRONMENT = new Set([SIGNING_KID_ENV, SIGNING_KEY_ENV, CLIENT_SECRET_ENV]);
 
-const MEMBERS = new Set(['authenticate', 'close', 'jwks', 'ready', 'signingKeys']);
+// Members and parameters the README calls, not package exports (`next` is Hono's middleware one).
+const MEMBERS = new Set(['authenticate', 'close', 'jwks', 'next', 'ready', 'signingKeys']);
 
 async function readme(): Promise<string> {
   return await readFile(new URL('../../../README.md', import.meta.url), 'utf8');

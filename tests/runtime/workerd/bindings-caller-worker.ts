@@ -6,6 +6,10 @@
 // - `POST /call` (a CallRequest): one call through an ability session, answered as a CallOutcome.
 // - `POST /stream` (a StreamRequest): a WebSocket session to orders over the ORDERS binding, a
 //   unary call and a stream read item by item, answered as a StreamOutcome.
+// - `POST /native-stream` (a StreamRequest): the same over native binding RPC, through its
+//   ORDERS_RPC binding to orders' OrdersAbilities entrypoint (`connectAbility`).
+// - `POST /broker-stream` (`{ count, scopes? }`): a brokerSession to the plane's broker over a
+//   WebSocket upgraded through PLANE_BROKER; the plane reaches orders over native binding RPC.
 // - `POST /plane-stream` (`{ count }`): the same through the plane's own `abilitySession`, run by
 //   its PlaneSessions entrypoint, answered as a StreamOutcome.
 // - `POST /issue` (any JSON): handed as is to `PLANE_TOKENS.requestCapabilityToken` (with
@@ -15,6 +19,7 @@
 // - `GET /catalog-events`: the catalog events the plane Worker logged.
 import { serviceBindingWebSocketFactory } from '../../../src/adapters/workers.ts';
 import { abilitySession, disposeAbilitySession } from '../../../src/caller/ability-session.ts';
+import { brokerSession } from '../../../src/caller/broker-session.ts';
 import {
   type CapabilityTokenBinding,
   controlPlaneRpcTokenRequester,
@@ -24,6 +29,10 @@ import {
   type ServiceBindingFetcher,
 } from '../../../src/caller/transports/http-batch.ts';
 import { websocketRpc } from '../../../src/caller/transports/websocket.ts';
+import {
+  cloudflareNativeRpc,
+  type NativeAbilityBinding,
+} from '../../../src/caller/transports/cloudflare-native.ts';
 import type { TokenRequester } from '../../../src/caller/ability-session.ts';
 import {
   BILLING_SERVICE_ID,
@@ -51,6 +60,10 @@ interface CallerEnv {
   PLANE_SESSIONS: { streamOrders(count: number): Promise<StreamOutcome> };
   /** The orders Worker. */
   ORDERS: ServiceBindingFetcher;
+  /** The orders Worker's OrdersAbilities entrypoint (native binding RPC). */
+  ORDERS_RPC: NativeAbilityBinding;
+  /** The plane's PlaneBroker entrypoint (its broker at `/rpc`). */
+  PLANE_BROKER: ServiceBindingFetcher;
 }
 
 const CALL_BUDGET_MS = 15_000;
@@ -130,6 +143,46 @@ function stream(env: CallerEnv, request: StreamRequest): Promise<StreamOutcome> 
   );
 }
 
+/** A session to orders over native binding RPC: `connectAbility` through ORDERS_RPC. */
+function nativeStream(env: CallerEnv, request: StreamRequest): Promise<StreamOutcome> {
+  const requester = requesterFor(env, 'tokens');
+  return lookupAndStream(
+    () =>
+      abilitySession<OrdersApi>({
+        abilityId: 'orders.catalog',
+        callerServiceId: BILLING_SERVICE_ID,
+        targetServiceId: 'orders',
+        scopes: ['orders.read'],
+        requestToken: request.token === 'unsigned'
+          ? () => Promise.resolve(UNSIGNED_TOKEN)
+          : requester,
+        transport: cloudflareNativeRpc(env.ORDERS_RPC),
+        timeoutMs: CALL_BUDGET_MS,
+      }),
+    request.count,
+  );
+}
+
+/** A session through the plane's broker: no token on this side, orders reached natively. */
+function brokerStream(
+  env: CallerEnv,
+  request: { count: number; scopes?: string[] },
+): Promise<StreamOutcome> {
+  return lookupAndStream(
+    () =>
+      brokerSession<OrdersApi>({
+        url: 'https://plane.internal/rpc',
+        targetServiceId: 'orders',
+        abilityId: 'orders.catalog',
+        scopes: request.scopes ?? ['orders.read'],
+        transport: 'websocket',
+        createWebSocket: serviceBindingWebSocketFactory(env.PLANE_BROKER),
+        timeoutMs: CALL_BUDGET_MS,
+      }),
+    request.count,
+  );
+}
+
 async function issue(binding: CapabilityTokenBinding, request: unknown): Promise<IssueOutcome> {
   try {
     return { answer: await binding.requestCapabilityToken(request as never) };
@@ -147,6 +200,14 @@ export default {
     }
     if (request.method === 'POST' && path === '/stream') {
       return Response.json(await stream(env, await request.json() as StreamRequest));
+    }
+    if (request.method === 'POST' && path === '/native-stream') {
+      return Response.json(await nativeStream(env, await request.json() as StreamRequest));
+    }
+    if (request.method === 'POST' && path === '/broker-stream') {
+      return Response.json(
+        await brokerStream(env, await request.json() as { count: number; scopes?: string[] }),
+      );
     }
     if (request.method === 'POST' && path === '/plane-stream') {
       const { count } = await request.json() as { count: number };

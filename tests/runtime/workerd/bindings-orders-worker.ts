@@ -1,8 +1,10 @@
-// Worker bundled by service-bindings.test.ts: the orders service behind the Workers adapter. It
+// Worker bundled by service-bindings.test.ts: the orders service behind the Workers adapter, and
+// its OrdersAbilities entrypoint (native binding RPC, `connectAbility`). It
 // verifies tokens with the keys the plane Worker publishes, fetched through its PLANE binding,
 // serves `orders.catalog` over HTTP-batch and WebSocket (its `movements` method streams), counts
 // the discovery requests it answered and records the WebSocket sessions it accepted and how each
 // ended (both read by the host through billing).
+import { WorkerEntrypoint } from 'cloudflare:workers';
 import { z } from 'zod';
 import { workersEntrypoint, workersWebSocketUpgrader } from '../../../src/adapters/workers.ts';
 import { defineAbility } from '../../../src/service/ability.ts';
@@ -10,6 +12,7 @@ import { jwksFromServiceBinding } from '../../../src/service/jwks-sources.ts';
 import { abilityMethod } from '../../../src/service/method.ts';
 import { SERVICE_DISCOVERY_PATH } from '../../../src/service/service.ts';
 import { createService } from '../../../src/service/service.ts';
+import type { ConnectAbilityRequest } from '../../../src/service/native-ability-rpc.ts';
 import type { ServiceBindingFetcher } from '../../../src/caller/transports/http-batch.ts';
 import {
   type WebSocketUpgrader,
@@ -39,8 +42,10 @@ async function* movements({ sku, count }: { sku: string; count: number }) {
 
 const catalog = defineAbility({
   id: 'orders.catalog',
+  // Published: the plane's broker reaches it (private abilities are for in-process sessions).
+  exposure: 'published',
   scopes: ['orders.read'],
-  rpc: { transports: ['http-batch', 'websocket'] },
+  rpc: { transports: ['http-batch', 'websocket', 'cloudflare-binding-rpc'] },
   methods: {
     lookup: abilityMethod({
       input: z.object({ sku: z.string().min(1) }),
@@ -119,3 +124,10 @@ export default workersEntrypoint({
     );
   },
 });
+
+/** Native binding RPC: the entrypoint a caller's binding points at to open ability sessions. */
+export class OrdersAbilities extends WorkerEntrypoint<OrdersEnv> {
+  connectAbility(request: ConnectAbilityRequest) {
+    return serviceOf(this.env).connectAbility(request, this.env);
+  }
+}

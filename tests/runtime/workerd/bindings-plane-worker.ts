@@ -4,7 +4,12 @@
 // (and `ledger`, bound to the same orders Worker) through `binding.fetch`, and reaches orders'
 // WebSocket route through the same binding (`PlaneSessions` streams from it).
 import { WorkerEntrypoint } from 'cloudflare:workers';
-import { serviceBindingWebSocketFactory } from '../../../src/adapters/workers.ts';
+import {
+  serviceBindingWebSocketFactory,
+  workersWebSocketUpgrader,
+} from '../../../src/adapters/workers.ts';
+import type { NativeAbilityBinding } from '../../../src/caller/transports/cloudflare-native.ts';
+import { withWebSocketUpgrader } from '../../../src/service/websocket-upgrade.ts';
 import { CapabilityAuthError } from '../../../src/core/errors.ts';
 import type { SvcLogEvent } from '../../../src/core/logging.ts';
 import { type ControlPlane, createControlPlane } from '../../../src/plane/control-plane.ts';
@@ -33,6 +38,8 @@ interface PlaneEnv {
   ORDERS: ServiceBindingFetcher;
   /** Also the orders Worker, configured here as the service `ledger`: its discovery says otherwise. */
   LEDGER: ServiceBindingFetcher;
+  /** The orders Worker's OrdersAbilities entrypoint (native binding RPC), for the broker plane. */
+  ORDERS_RPC: NativeAbilityBinding;
 }
 
 const catalogEvents: CatalogEvent[] = [];
@@ -139,3 +146,46 @@ export default {
     return planeOf(env).fetch(request, env, ctx);
   },
 };
+
+let brokerPlane: ControlPlane | undefined;
+
+/**
+ * The same plane (id, issuer, key) with the broker mounted at `/rpc`, reaching orders over its
+ * native binding (`abilityRpc`). Every request reaches it only through a private binding from
+ * billing, so its invocation middleware names billing, as a service, for every request.
+ */
+function brokerPlaneOf(env: PlaneEnv): ControlPlane {
+  brokerPlane ??= createControlPlane({
+    id: BINDINGS_PLANE_ID,
+    issuer: BINDINGS_ISSUER,
+    signingKeys: [env.SIGNING_KEY],
+    services: (context) => {
+      const bindings = (context as { env: PlaneEnv }).env;
+      return [
+        cloudflareServiceBinding({
+          id: 'orders',
+          binding: bindings.ORDERS,
+          abilityRpc: bindings.ORDERS_RPC,
+          grants: [{ caller: BILLING_SERVICE_ID, scopes: ['orders.read'] }],
+        }),
+      ];
+    },
+    rpc: {},
+    invocationMiddleware: async (c, next) => {
+      c.set('svcCaller' as never, { id: BILLING_SERVICE_ID, kind: 'service' } as never);
+      await next();
+    },
+    log: false,
+  });
+  return brokerPlane;
+}
+
+/** The broker plane's routes (`/rpc`), for billing's PLANE_BROKER binding. */
+export class PlaneBroker extends WorkerEntrypoint<PlaneEnv> {
+  override fetch(request: Request): Promise<Response> {
+    return brokerPlaneOf(this.env).fetch(
+      request,
+      withWebSocketUpgrader(this.env, workersWebSocketUpgrader),
+    );
+  }
+}

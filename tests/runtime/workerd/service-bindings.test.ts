@@ -47,13 +47,19 @@ function withDeployment(run: (url: URL) => Promise<void>, options: WorkersOption
           PLANE_EVENTS: { name: 'plane', entrypoint: 'PlaneEvents' },
           PLANE_SESSIONS: { name: 'plane', entrypoint: 'PlaneSessions' },
           ORDERS: 'orders',
+          ORDERS_RPC: { name: 'orders', entrypoint: 'OrdersAbilities' },
+          PLANE_BROKER: { name: 'plane', entrypoint: 'PlaneBroker' },
         },
       },
       {
         name: 'plane',
         entry: 'bindings-plane-worker.ts',
         bindings: { SIGNING_KEY: signingKey },
-        serviceBindings: { ORDERS: 'orders', LEDGER: 'orders' },
+        serviceBindings: {
+          ORDERS: 'orders',
+          LEDGER: 'orders',
+          ORDERS_RPC: { name: 'orders', entrypoint: 'OrdersAbilities' },
+        },
       },
       {
         name: 'orders',
@@ -438,3 +444,60 @@ test(
     });
   },
 );
+
+for (const [label, options] of [['enhanced', {}], ['legacy', LEGACY_ERRORS]] as const) {
+  test(
+    `workerd bindings (${label} error serialisation): billing streams 1 000 validated items from orders over native binding RPC; a refused token fails typed`,
+    BOUND,
+    async () => {
+      await withDeployment(async (url) => {
+        assertStreamed(
+          await postJson<StreamOutcome>(url, '/native-stream', {
+            count: STREAMED_MOVEMENTS,
+          }),
+        );
+        // No socket: the session rode connectAbility's byte streams.
+        assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+        const refused = await postJson<StreamOutcome>(url, '/native-stream', {
+          count: 1,
+          token: 'unsigned',
+        });
+        assert.equal(refused.ok, false, JSON.stringify(refused));
+        const error = (refused as { error: SeenError }).error;
+        // The refusal crossed as data: its taxonomy survives either serialisation.
+        assert.equal(error.code, 'capability_auth');
+        assert.equal(error.status, 401);
+        assert.equal(error.retryable, false);
+      }, options);
+    },
+  );
+}
+
+for (const [label, options] of [['enhanced', {}], ['legacy', LEGACY_ERRORS]] as const) {
+  test(
+    `workerd bindings (${label} error serialisation): billing → the plane's broker → orders over native binding RPC, a unary call and 1 000 validated items; refusals typed`,
+    BOUND,
+    async () => {
+      await withDeployment(async (url) => {
+        const outcome = await postJson<StreamOutcome>(url, '/broker-stream', {
+          count: STREAMED_MOVEMENTS,
+        });
+        assertStreamed(outcome);
+        // The plane's leg was the native binding: orders accepted no socket.
+        assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+        // A scope the grants do not allow is refused at connect, typed, through both hops.
+        const refused = await postJson<StreamOutcome>(url, '/broker-stream', {
+          count: 1,
+          scopes: ['orders.read', 'orders.write'],
+        });
+        assert.equal(refused.ok, false, JSON.stringify(refused));
+        assert.deepEqual(taxonomyOf((refused as { error: SeenError }).error), {
+          code: 'capability_auth',
+          status: 403,
+          retryable: false,
+          reason: 'grant_denied',
+        });
+      }, options);
+    },
+  );
+}

@@ -1,0 +1,88 @@
+/**
+ * One unary call of a front door over the transport the invocation chose: open the RPC session
+ * with the request's metadata, `authenticate(token)` with the method pipelined on it (one
+ * HTTP-batch round trip), close. A caller-side session (`abilitySession`) keeps credentials and
+ * batches across calls; a front-door call has one token and one call, and needs none of that.
+ *
+ * A 401 refused the token, not the call: `authenticate` failed, so the method pipelined on it
+ * never ran. The token is then minted afresh once (a reused token the service stopped accepting,
+ * say after a signing-key change) and the call sent again; any other failure, and a second 401,
+ * is the answer. The plane never retries a call the service received.
+ *
+ * @module
+ */
+import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
+import { svcErrorInfo, SvcTimeoutError } from '../core/errors.ts';
+import type {
+  OutboundRpcMetadata,
+  RpcTransportFactory,
+} from '../caller/transports/outbound-metadata.ts';
+
+/** What one call sends and how it is bounded. */
+export interface UnaryCallRequest {
+  transport: RpcTransportFactory;
+  abilityId: string;
+  method: string;
+  input: unknown;
+  /** Metadata forwarded with the call; its `timeoutMs` is replaced by what is left at send. */
+  metadata: Omit<OutboundRpcMetadata, 'timeoutMs'>;
+  /** Absolute epoch ms at which the budget ends; absent when unbounded. */
+  deadline?: number;
+  /** Aborting it closes the session (the client went away). */
+  signal?: AbortSignal;
+  /** The token to present; `refusedToken` names one the service refused, never to be returned. */
+  token(refusedToken?: string): Promise<string>;
+}
+
+function timeoutOf(request: UnaryCallRequest): SvcTimeoutError {
+  return new SvcTimeoutError(
+    `${request.abilityId}.${request.method} did not answer within its budget`,
+    { reason: 'deadline_exceeded' },
+  );
+}
+
+/** One attempt: a session opened, authenticated, called and closed. */
+function attempt(request: UnaryCallRequest, token: string): Promise<unknown> {
+  const remaining = request.deadline === undefined ? undefined : request.deadline - Date.now();
+  if (remaining !== undefined && remaining <= 0) return Promise.reject(timeoutOf(request));
+  const opened = request.transport.open(
+    remaining === undefined ? request.metadata : { ...request.metadata, timeoutMs: remaining },
+    { abilityId: request.abilityId },
+  );
+  return new Promise<unknown>((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const finish = (settle: () => void) => {
+      if (timer !== undefined) clearTimeout(timer);
+      request.signal?.removeEventListener('abort', onAbort);
+      opened.close();
+      settle();
+    };
+    const onAbort = () => finish(() => reject(request.signal!.reason));
+    if (request.signal?.aborted) return onAbort();
+    request.signal?.addEventListener('abort', onAbort, { once: true });
+    if (remaining !== undefined) {
+      // The service's own verdict normally arrives first; this bounds a peer that never answers.
+      timer = setTimeout(
+        () => finish(() => reject(timeoutOf(request))),
+        Math.min(callerWaitMs(remaining), MAX_TIMER_DELAY_MS),
+      );
+    }
+    const ability = opened.main.authenticate(token);
+    Promise.resolve(ability[request.method](request.input)).then(
+      (output) => finish(() => resolve(output)),
+      (error) => finish(() => reject(error)),
+    );
+  });
+}
+
+/** Makes the call (see the module documentation for the one fresh-token resend). */
+export async function unaryCall(request: UnaryCallRequest): Promise<unknown> {
+  const token = await request.token();
+  try {
+    return await attempt(request, token);
+  } catch (error) {
+    const info = svcErrorInfo(error);
+    if (info.code !== 'capability_auth' || info.status !== 401) throw error;
+    return await attempt(request, await request.token(token));
+  }
+}
