@@ -220,7 +220,9 @@ for (const kind of KINDS) {
 
   test(`${kind}: the local wait is the budget plus the grace, and the session survives it`, async () => {
     const all = transports();
-    const budget = 40;
+    // Room for the token and the connection inside the budget on a busy machine (≥10× what they
+    // take): a call whose budget is spent before it is sent fails at once, not after the grace.
+    const budget = 400;
     const session = abilitySession<FakeApi>(optionsFor(all[kind].transport, { timeoutMs: budget }));
     const timers = recordFiredTimers();
     try {
@@ -418,10 +420,21 @@ test('a token request every waiting call gave up on is aborted through its signa
     },
   }));
   try {
-    // Two calls wait on one request: giving up on it takes both.
-    const first = session.echo({ value: 'first' });
-    await delay(20);
-    const second = session.echo({ value: 'second' });
+    // Two calls wait on one request: giving up on it takes both. The second starts 20 ms later
+    // on a wall clock the test holds, so it joins the request however late a busy machine runs
+    // it, and its budget timer is set after the first's (timers fire in that order).
+    const realNow = Date.now;
+    const startedAt = realNow();
+    let first: Promise<unknown>;
+    let second: Promise<unknown>;
+    try {
+      Date.now = () => startedAt;
+      first = session.echo({ value: 'first' });
+      Date.now = () => startedAt + 20;
+      second = session.echo({ value: 'second' });
+    } finally {
+      Date.now = realNow;
+    }
     await assert.rejects(first, SvcTimeoutError);
     assert.ok(requests[0].signal instanceof AbortSignal);
     assert.equal(requests[0].signal.aborted, false, 'a call still waits on it');
