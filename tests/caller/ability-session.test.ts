@@ -683,6 +683,11 @@ test('a call waits for a renewal only once the token in hand has expired', async
 test('a renewal that does not answer within a call budget is asked again while the token is valid', async () => {
   const record = newFakeRecord();
   const endpoint = fakeRpcEndpoint(record);
+  // The wall clock is held and moved by the test: the renewal is pending past one budget, and the
+  // token in hand still valid, however slowly a busy machine runs the calls.
+  const realNow = Date.now;
+  let heldAt = realNow();
+  Date.now = () => heldAt;
   // A token valid for 3 s or more but due for renewal at once; a renewal that never answers;
   // then a long-lived token.
   const now = Math.floor(Date.now() / 1000);
@@ -692,15 +697,16 @@ test('a renewal that does not answer within a call budget is asked again while t
     () => Promise.resolve(renewableFakeJwt({ exp: now + 60, jti: 'last' })),
   ];
   let requests = 0;
+  const budget = 1_000;
   const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
-    timeoutMs: 100,
+    timeoutMs: budget,
     requestToken: () => answers[Math.min(requests++, answers.length - 1)](),
   }));
   try {
     await session.echo({ value: 'first token' });
     await session.echo({ value: 'starts the renewal' });
     assert.equal(requests, 2);
-    await delay(150);
+    heldAt += budget + 50;
     await session.echo({ value: 'renewal stalled' });
     assert.equal(requests, 3, 'the renewal pending past one budget was asked again');
     await delay(20);
@@ -711,6 +717,7 @@ test('a renewal that does not answer within a call budget is asked again while t
       'no call failed or waited for a token meanwhile',
     );
   } finally {
+    Date.now = realNow;
     disposeAbilitySession(session);
   }
 });
