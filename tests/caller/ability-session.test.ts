@@ -219,7 +219,9 @@ for (const kind of KINDS) {
 
   test(`${kind}: the local wait is the budget plus the grace, and the session survives it`, async () => {
     const all = transports();
-    const budget = 40;
+    // Room for the token and the connection inside the budget on a busy machine (≥10× what they
+    // take): a call whose budget is spent before it is sent fails at once, not after the grace.
+    const budget = 400;
     const session = abilitySession<FakeApi>(optionsFor(all[kind].transport, { timeoutMs: budget }));
     const timers = recordFiredTimers();
     try {
@@ -417,10 +419,21 @@ test('a token request every waiting call gave up on is aborted through its signa
     },
   }));
   try {
-    // Two calls wait on one request: giving up on it takes both.
-    const first = session.echo({ value: 'first' });
-    await delay(20);
-    const second = session.echo({ value: 'second' });
+    // Two calls wait on one request: giving up on it takes both. The second starts 20 ms later
+    // on a wall clock the test holds, so it joins the request however late a busy machine runs
+    // it, and its budget timer is set after the first's (timers fire in that order).
+    const realNow = Date.now;
+    const startedAt = realNow();
+    let first: Promise<unknown>;
+    let second: Promise<unknown>;
+    try {
+      Date.now = () => startedAt;
+      first = session.echo({ value: 'first' });
+      Date.now = () => startedAt + 20;
+      second = session.echo({ value: 'second' });
+    } finally {
+      Date.now = realNow;
+    }
     await assert.rejects(first, SvcTimeoutError);
     assert.ok(requests[0].signal instanceof AbortSignal);
     assert.equal(requests[0].signal.aborted, false, 'a call still waits on it');
@@ -669,6 +682,11 @@ test('a call waits for a renewal only once the token in hand has expired', async
 test('a renewal that does not answer within a call budget is asked again while the token is valid', async () => {
   const record = newFakeRecord();
   const endpoint = fakeRpcEndpoint(record);
+  // The wall clock is held and moved by the test: the renewal is pending past one budget, and the
+  // token in hand still valid, however slowly a busy machine runs the calls.
+  const realNow = Date.now;
+  let heldAt = realNow();
+  Date.now = () => heldAt;
   // A token valid for 3 s or more but due for renewal at once; a renewal that never answers;
   // then a long-lived token.
   const now = Math.floor(Date.now() / 1000);
@@ -678,15 +696,16 @@ test('a renewal that does not answer within a call budget is asked again while t
     () => Promise.resolve(renewableFakeJwt({ exp: now + 60, jti: 'last' })),
   ];
   let requests = 0;
+  const budget = 1_000;
   const session = abilitySession<FakeApi>(optionsFor(httpBatchRpc(endpoint.fetch), {
-    timeoutMs: 100,
+    timeoutMs: budget,
     requestToken: () => answers[Math.min(requests++, answers.length - 1)](),
   }));
   try {
     await session.echo({ value: 'first token' });
     await session.echo({ value: 'starts the renewal' });
     assert.equal(requests, 2);
-    await delay(150);
+    heldAt += budget + 50;
     await session.echo({ value: 'renewal stalled' });
     assert.equal(requests, 3, 'the renewal pending past one budget was asked again');
     await delay(20);
@@ -697,6 +716,7 @@ test('a renewal that does not answer within a call budget is asked again while t
       'no call failed or waited for a token meanwhile',
     );
   } finally {
+    Date.now = realNow;
     disposeAbilitySession(session);
   }
 });

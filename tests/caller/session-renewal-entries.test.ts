@@ -18,6 +18,11 @@ test('a WebSocket session renewing its token far more often than its entry limit
   const endpoint = fakeRpcEndpoint(record, { maxSessionEntries: 20 });
   const sockets = memoryWebSocketFactory(endpoint.fetch);
   let issued = 0;
+  // The wall clock stands still: every token is due for renewal at once but none expires however
+  // long a busy machine takes over the 300 calls (an expired token would make a call wait).
+  const realNow = Date.now;
+  const frozenAt = realNow();
+  Date.now = () => frozenAt;
   const session = fakeAbilitySession<{ echo(input: unknown): unknown }>(
     websocketRpc('ws://fake.internal/rpc/fake.echo', { createWebSocket: sockets.createWebSocket }),
     // Due for renewal as soon as issued (the session renews 5 s before expiry).
@@ -35,6 +40,7 @@ test('a WebSocket session renewing its token far more often than its entry limit
     assert.equal(sockets.connections.length, 1, 'on one connection');
     assert.equal(sockets.connections[0].state, 'open', 'which the entry limit never closed');
   } finally {
+    Date.now = realNow;
     disposeAbilitySession(session);
   }
 });

@@ -267,20 +267,34 @@ test('Limits r3: a deadline fails a method, not the session', async () => {
 test('Limits r3: a deadline does not bound a stream or its consumption', async () => {
   const fx = await createFixture();
   const { token } = deployTimed(fx);
-  const socket = fx.webSocket('svc-c.timed', { query: { timeout: '150' } });
-  using session = fx.session<TimedApi>('svc-c.timed', {
-    token: await token,
-    transport: socket.transport,
-  });
-  const reader = (await session.ticks({})).getReader();
-  const items: number[] = [];
-  for (;;) {
-    await delay(60);
-    const { done, value } = await reader.read();
-    if (done) break;
-    items.push(value.i);
+  const issued = await token;
+  // The wall clock is held while the socket opens and the call arrives (so the call arrives
+  // inside the 150 ms budget however slow the machine), then moved past it while the items are
+  // read.
+  const realNow = Date.now;
+  let heldAt = realNow();
+  const openedAt = heldAt;
+  Date.now = () => heldAt;
+  try {
+    const socket = fx.webSocket('svc-c.timed', { query: { timeout: '150' } });
+    using session = fx.session<TimedApi>('svc-c.timed', {
+      token: issued,
+      transport: socket.transport,
+    });
+    const reader = (await session.ticks({})).getReader();
+    const items: number[] = [];
+    for (;;) {
+      heldAt += 60;
+      await delay(60);
+      const { done, value } = await reader.read();
+      if (done) break;
+      items.push(value.i);
+    }
+    assert.deepEqual(items, [0, 1, 2, 3]);
+    assert.ok(heldAt - openedAt > 150, 'the items were read past the budget');
+  } finally {
+    Date.now = realNow;
   }
-  assert.deepEqual(items, [0, 1, 2, 3]);
 });
 
 test('Limits r3: over HTTP-batch the budget is per call, over WebSocket fixed at open', async () => {

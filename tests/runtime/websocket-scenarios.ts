@@ -234,7 +234,9 @@ export async function servedAfterSilentHandshake(runtime: WebSocketServingRuntim
     const relayPort = typeof address === 'object' && address !== null ? address.port : 0;
     const session = fakeSession(
       websocketRpc(`ws://127.0.0.1:${relayPort}/rpc/fake.echo`, {
-        openTimeoutMs: 200,
+        // The healthy second socket must open within it: a local handshake takes a few ms, so
+        // this leaves ≥10× slack on a busy machine (the silent first one costs the whole wait).
+        openTimeoutMs: 2_000,
         ...(runtime.createWebSocket !== undefined
           ? { createWebSocket: runtime.createWebSocket }
           : {}),

@@ -648,11 +648,14 @@ test('a result carrying a thousand error values (a handler echoing its input) is
   assert.equal(replaced.length, 1);
 });
 
+/** Sends the late reply; set once the service has started the `late` call. */
+let replyLate: (() => void) | undefined;
+
 class LateAbility extends RpcTarget {
   late(): Promise<unknown> {
-    return new Promise((resolve) =>
-      setTimeout(() => resolve({ detail: new Error('reply for nobody') }), 30)
-    );
+    return new Promise((resolve) => {
+      replyLate = () => resolve({ detail: new Error('reply for nobody') });
+    });
   }
 }
 
@@ -672,10 +675,17 @@ test('a reply that fails once its WebSocket is gone reaches nobody and is not re
   client.send('["push",["pipeline",0,["authenticate"],[]]]');
   client.send('["push",["pipeline",1,["late"],[]]]');
   client.send('["pull",2]');
-  await new Promise((resolve) => setTimeout(resolve, 5));
+  // The reply is sent once the socket is gone, in that order however slowly each step runs.
+  replyLate = undefined;
+  const started = () => replyLate !== undefined;
+  for (let i = 0; i < 500 && !started(); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.ok(started(), 'the service started the call');
   // A caller's socket closes with 1000 or 3000-4999 (1001 is the browser's own, when it leaves).
   client.close(1000, 'going away');
   assert.equal(await closedWithin(connection, 5_000), 1000);
+  (replyLate as unknown as () => void)();
   await new Promise((resolve) => setTimeout(resolve, 100));
   assert.deepEqual(replaced, []);
 });
