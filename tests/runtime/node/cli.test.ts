@@ -273,7 +273,7 @@ test(
     assert.match(lines[1], /^ABILITY +METHOD +KIND +SCOPES +TRANSPORTS +REST +MCP +EXPOSURE$/);
     assert.ok(
       lines.some((line) =>
-        /^orders\.catalog +list +call +orders\.read +http-batch,websocket +- +- +published\/plane$/
+        /^orders\.catalog +list +call +orders\.read +http-batch,websocket +GET \/orders\/items +orders_list +published\/plane$/
           .test(line)
       ),
       run.stdout,
