@@ -518,6 +518,18 @@ export async function createPlaneDeployment(options: PlaneDeploymentOptions = {}
       assertReadResponseMatchesOpenApi(await deployment.openapi(), method, path, read);
       return read;
     },
+    /** Reads a REST answer to `request` (sent by the test) and checks it against the document. */
+    async checkedRest(request: Request): Promise<ReadResponse> {
+      const url = new URL(request.url);
+      const read = await readResponse(await activeFetch(request));
+      assertReadResponseMatchesOpenApi(
+        await deployment.openapi(),
+        request.method,
+        `${url.pathname}${url.search}`,
+        read,
+      );
+      return read;
+    },
   };
   return deployment;
 }

@@ -150,7 +150,7 @@ test('REST body refusals: 413 with and without Content-Length, 415, 400 for bad 
       else controller.enqueue(chunk);
     },
   });
-  const streamed = await fx.plane.fetch(
+  const streamed = await fx.checkedRest(
     new Request(`${PLANE_URL}/items/x`, {
       method: 'POST',
       body: stream,
