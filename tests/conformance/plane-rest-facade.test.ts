@@ -306,3 +306,24 @@ test('Errors (REST): a service refusing the plane-minted token is the plane fail
   // Authentication failed twice (a fresh token was tried once), the method never ran.
   assert.equal(fx.rpcRequests('svc-a').length, 2);
 });
+
+test('REST methods: GET, POST, PUT, PATCH, DELETE and QUERY each invoke their method, as the document declares', async () => {
+  const fx = await createPlaneDeployment();
+  const cases: [string, string, unknown, number, unknown][] = [
+    ['GET', '/items/a', undefined, 200, { id: 'a' }],
+    ['POST', '/items/a', { name: 'n' }, 201, { id: 'a', name: 'n' }],
+    ['PUT', '/items/a', { name: 'm', count: 2 }, 200, { id: 'a', name: 'm', count: 2 }],
+    ['PATCH', '/items/a', { name: 'p' }, 200, { patched: { id: 'a', name: 'p' } }],
+    ['DELETE', '/items/a', undefined, 204, undefined],
+    ['QUERY', '/items/search', { q: 'x' }, 200, { query: { q: 'x' } }],
+  ];
+  for (const [method, path, body, status, expected] of cases) {
+    const response = await fx.rest(method, path, { ...alice, ...(body ? { body } : {}) });
+    assert.equal(response.status, status, `${method} ${path}`);
+    assert.deepEqual(response.body, expected, `${method} ${path}`);
+  }
+  for (const name of ['get', 'update', 'replace', 'patch', 'delete', 'search']) {
+    assert.equal(fx.count('calls', `svc-a.echo#items.${name}`), 1, name);
+  }
+  assert.equal(fx.middleware.runs, cases.length);
+});
