@@ -42,6 +42,35 @@ export function selectTransport(
   ability: AbilityDiscoveryEntry,
   streams: boolean = Object.values(ability.methods).some((method) => method.stream === true),
 ): SelectedTransport {
+  // Endpoints and accepted documents are frozen: the choice for one pair never changes, and a
+  // front door makes it for every request.
+  if (!Object.isFrozen(endpoint) || !Object.isFrozen(ability)) {
+    return chooseTransport(endpoint, ability, streams);
+  }
+  let byAbility = chosen.get(endpoint);
+  if (byAbility === undefined) {
+    byAbility = new WeakMap();
+    chosen.set(endpoint, byAbility);
+  }
+  let choices = byAbility.get(ability);
+  if (choices === undefined) {
+    choices = {};
+    byAbility.set(ability, choices);
+  }
+  const key = streams ? 'session' : 'batch';
+  return choices[key] ??= chooseTransport(endpoint, ability, streams);
+}
+
+const chosen = new WeakMap<
+  ServiceEndpoint,
+  WeakMap<AbilityDiscoveryEntry, { session?: SelectedTransport; batch?: SelectedTransport }>
+>();
+
+function chooseTransport(
+  endpoint: ServiceEndpoint,
+  ability: AbilityDiscoveryEntry,
+  streams: boolean,
+): SelectedTransport {
   const offered = ability.rpc.transports;
   // The native binding is used only where the endpoint was given one (never inferred).
   const preference: EndpointRpcKind[] = streams

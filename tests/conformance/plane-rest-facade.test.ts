@@ -150,7 +150,7 @@ test('REST body refusals: 413 with and without Content-Length, 415, 400 for bad 
       else controller.enqueue(chunk);
     },
   });
-  const streamed = await fx.plane.fetch(
+  const streamed = await fx.checkedRest(
     new Request(`${PLANE_URL}/items/x`, {
       method: 'POST',
       body: stream,
@@ -305,4 +305,25 @@ test('Errors (REST): a service refusing the plane-minted token is the plane fail
   assert.equal(fx.count('calls', 'svc-a.echo#items.get'), 0);
   // Authentication failed twice (a fresh token was tried once), the method never ran.
   assert.equal(fx.rpcRequests('svc-a').length, 2);
+});
+
+test('REST methods: GET, POST, PUT, PATCH, DELETE and QUERY each invoke their method, as the document declares', async () => {
+  const fx = await createPlaneDeployment();
+  const cases: [string, string, unknown, number, unknown][] = [
+    ['GET', '/items/a', undefined, 200, { id: 'a' }],
+    ['POST', '/items/a', { name: 'n' }, 201, { id: 'a', name: 'n' }],
+    ['PUT', '/items/a', { name: 'm', count: 2 }, 200, { id: 'a', name: 'm', count: 2 }],
+    ['PATCH', '/items/a', { name: 'p' }, 200, { patched: { id: 'a', name: 'p' } }],
+    ['DELETE', '/items/a', undefined, 204, undefined],
+    ['QUERY', '/items/search', { q: 'x' }, 200, { query: { q: 'x' } }],
+  ];
+  for (const [method, path, body, status, expected] of cases) {
+    const response = await fx.rest(method, path, { ...alice, ...(body ? { body } : {}) });
+    assert.equal(response.status, status, `${method} ${path}`);
+    assert.deepEqual(response.body, expected, `${method} ${path}`);
+  }
+  for (const name of ['get', 'update', 'replace', 'patch', 'delete', 'search']) {
+    assert.equal(fx.count('calls', `svc-a.echo#items.${name}`), 1, name);
+  }
+  assert.equal(fx.middleware.runs, cases.length);
 });

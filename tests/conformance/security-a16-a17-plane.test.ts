@@ -17,6 +17,7 @@ import {
   TOKEN_URL,
   tokenBody,
 } from './plane-fixture.ts';
+import { assertReadResponseMatchesOpenApi } from '../support/openapi-response-check.ts';
 
 const BOB = { Authorization: 'Bearer t-bob' };
 const NOCALLER = { Authorization: 'Bearer t-nocaller' };
@@ -53,11 +54,13 @@ test('META-07 every plane response carries X-Request-Id (200, 4xx, 5xx, 404, cal
     ['REST 500 (no caller)', new Request(`${PLANE_URL}/items/x`, { headers: NOCALLER }), 500],
   ];
   for (const [label, request, status] of cases) {
-    const response = await fx.plane.fetch(request);
+    const response = label.startsWith('REST')
+      ? await fx.checkedRest(request)
+      : await fx.plane.fetch(request);
     assert.equal(response.status, status, label);
     const id = response.headers.get('X-Request-Id');
     assert.ok(id !== null && id.length > 0, `${label}: X-Request-Id`);
-    await response.body?.cancel();
+    if (response instanceof Response) await response.body?.cancel();
   }
 });
 
@@ -177,6 +180,12 @@ test('ERR-09 (REST) REST 400, 422 and 500 answers carry no stack traces, file pa
   for (const [request, status] of requests) {
     const response = await fx.plane.fetch(request);
     const text = await response.text();
+    const { pathname } = new URL(request.url);
+    assertReadResponseMatchesOpenApi(await fx.openapi(), request.method, pathname, {
+      status: response.status,
+      headers: response.headers,
+      body: JSON.parse(text),
+    });
     assert.equal(response.status, status, text);
     assert.equal(response.headers.get('Content-Type'), 'application/problem+json', text);
     for (const marker of LEAK_MARKERS) assert.doesNotMatch(text, marker, text);
@@ -204,9 +213,9 @@ test('DOS-02 (REST) a body of 100 000 nested arrays or objects is a bounded 400;
   const depth = 100_000;
   for (const [open, close] of [['[', ']'], ['{"a":', '}']]) {
     const body = `{"name":${open.repeat(depth)}1${close.repeat(depth)}}`;
-    const response = await fx.plane.fetch(restPost('/items/x', body));
+    const response = await fx.checkedRest(restPost('/items/x', body));
     assert.equal(response.status, 400, open);
-    assert.equal((await response.json()).reason, 'invalid_json_body');
+    assert.equal(response.body.reason, 'invalid_json_body');
   }
   assert.equal(fx.rpcRequests('svc-a').length, 0);
   const after = await fx.rest('GET', '/items/x', { bearer: 't-bob' });
@@ -216,10 +225,9 @@ test('DOS-02 (REST) a body of 100 000 nested arrays or objects is a bounded 400;
 test('DOS-06 (REST) a body with one 20 MiB string field is 413 at once; the service never sees it', async () => {
   const fx = await createPlaneDeployment();
   const body = `{"id":"x","name":"${'x'.repeat(20 * 1024 * 1024)}"}`;
-  const response = await fx.plane.fetch(restPost('/items/x', body));
+  const response = await fx.checkedRest(restPost('/items/x', body));
   assert.equal(response.status, 413);
-  const problem = await response.json();
-  assert.equal(problem.reason, 'body_too_large');
+  assert.equal(response.body.reason, 'body_too_large');
   assert.equal(fx.rpcRequests('svc-a').length, 0);
   assert.equal(fx.count('calls', 'svc-a.echo#items.update'), 0);
   assert.equal(fx.middleware.runs, 0);
