@@ -111,6 +111,18 @@ test('discoveryCache purposes: each purpose keeps its own snapshot (one filled c
   assert.deepEqual(caches.token.operations, []);
 });
 
-test('discoveryCache purposes: a REST call reads only the default cache', {
-  skip: 'needs the REST facade (built on the rest branch): extend this file when it lands',
-}, () => {});
+test('discoveryCache purposes: a REST call reads and writes only the default cache', async () => {
+  const { fx, caches, touched, settle } = await deploymentWithPurposeCaches();
+  // Sent directly: the fixture's checked REST helper also reads /openapi.json.
+  const response = await fx.plane.fetch(
+    new Request(`${PLANE_URL}/items/x`, { headers: { Authorization: 'Bearer t-alice' } }),
+  );
+  assert.equal(response.status, 200, await response.text());
+  await settle();
+  assert.deepEqual(touched(), { token: false, openapi: false, default: true });
+  // Read for the route table, written once, then read again by the call's authorization.
+  const key = discoveryCacheKey('svc-a');
+  const forSvcA = caches.default.operations.filter((operation) => operation.endsWith(` ${key}`));
+  assert.deepEqual(forSvcA.slice(0, 2), [`get ${key}`, `set ${key}`]);
+  assert.deepEqual(forSvcA.slice(2).filter((operation) => !operation.startsWith('get ')), []);
+});

@@ -46,11 +46,6 @@ test('ACC-06 (in-process) a service caller reaches the service-only ability', as
   assert.equal(fx.count('calls', 'svc-a.internal#whoami'), 1);
 });
 
-test('ACC-04 MCP: a user caller is refused a tool on a service-only ability, in band', {
-  skip:
-    'needs the MCP front door (tools/call), not built yet; ACC-03 covers the same refusal in-process',
-}, () => {});
-
 test('ACC-05 REST: a user caller is refused a REST route of a service-only method with 403', async () => {
   const fx = await createPlaneDeployment({ countSigningKeyLookups: true });
   for (const bearer of ['t-bob', 't-alice', 't-usersvc']) {
