@@ -6,8 +6,13 @@
  *
  * @module
  */
+// The SDK's `./*` export maps `x.js` to types at `x.js.d.ts`, which do not exist: Deno (and so
+// `deno publish`) reads each module's types from the extensionless subpath named here instead.
+// @ts-types="@modelcontextprotocol/sdk/server"
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+// @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+// @ts-types="@modelcontextprotocol/sdk/types"
 import {
   CallToolRequestSchema,
   GetPromptRequestSchema,
