@@ -5,7 +5,7 @@
  * @module
  */
 import type { Context } from 'hono';
-import type { SvcLogEvent } from '../core/logging.ts';
+import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 
 const EVENTS_VARIABLE = 'svcLogEvents';
 
@@ -34,4 +34,23 @@ export function recordLogEvent(c: Context, event: SvcLogEvent): void {
  */
 export function svcLogEvents(c: Context): readonly SvcLogEvent[] {
   return (c.get(EVENTS_VARIABLE as never) as SvcLogEvent[] | undefined) ?? [];
+}
+
+/**
+ * `svc.ability.handler_failed` for a failure Cap'n Web's session replaced behind the wrapper (an
+ * output it cannot send, or one of its own errors): no method name is known there.
+ */
+export function errorWithheldEvent(
+  requestId: string | undefined,
+  abilityId: string,
+  error: unknown,
+): SvcLogEvent {
+  return {
+    event: 'svc.ability.handler_failed',
+    level: 'error',
+    requestId,
+    ability: abilityId,
+    reason: 'error_withheld',
+    error: describeErrorForLog(error),
+  };
 }

@@ -17,7 +17,8 @@ import { parseConnInfo } from '../core/conn-info.ts';
 import { applyTimeoutPolicy, normalizeTimeoutBudget } from '../core/deadline.ts';
 import { hasSvcErrorShape, SvcConfigurationError, svcErrorInfo } from '../core/errors.ts';
 import { filterIdempotencyKey } from '../core/idempotency.ts';
-import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
+import type { SvcLogEvent } from '../core/logging.ts';
+import { errorWithheldEvent } from './log-events.ts';
 import { OPAQUE_PROBLEM_DETAIL } from '../core/problem.ts';
 import { acceptRequestId, generateRequestId } from '../core/request-id.ts';
 import type { AbilityDefinition } from './ability.ts';
@@ -180,15 +181,7 @@ export function createNativeAbilityConnector(options: NativeConnectorOptions) {
     const outgoing = bytePipe();
     const transport = new ByteStreamRpcTransport(messages, outgoing.writable, 'service');
     const replacer = sessionErrorReplacer({
-      onErrorReplaced: (error) =>
-        log({
-          event: 'svc.ability.handler_failed',
-          level: 'error',
-          requestId,
-          ability: ability.id,
-          reason: 'error_withheld',
-          error: describeErrorForLog(error),
-        }),
+      onErrorReplaced: (error) => log(errorWithheldEvent(requestId, ability.id, error)),
     }, () => transport.closed);
     const session = new RpcSession(transport, target, { onSendError: replacer });
     transport.onClosed(() => session.getRemoteMain()[Symbol.dispose]());

@@ -30,7 +30,12 @@ import {
   createNativeAbilityConnector,
 } from './native-ability-rpc.ts';
 import { contextRequestId, installRequestIdAndProblemJson } from './problem-json-app.ts';
-import { beginLogEventCollection, endLogEventCollection, recordLogEvent } from './log-events.ts';
+import {
+  beginLogEventCollection,
+  endLogEventCollection,
+  errorWithheldEvent,
+  recordLogEvent,
+} from './log-events.ts';
 import { serveRpc } from './rpc-serve.ts';
 import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
 import { isWebSocketUpgradeRequest } from './websocket-upgrade.ts';
@@ -185,15 +190,7 @@ export function createService(options: ServiceOptions): SvcService {
         ...(options.upgradeWebSocket !== undefined ? { upgrader: options.upgradeWebSocket } : {}),
         // The backstop behind the wrapper: what reaches it is a failure the handler caused
         // (an output Cap'n Web cannot send) or one of Cap'n Web's own, replaced all the same.
-        onErrorReplaced: (error) =>
-          emit(c, {
-            event: 'svc.ability.handler_failed',
-            level: 'error',
-            requestId,
-            ability: ability.id,
-            reason: 'error_withheld',
-            error: describeErrorForLog(error),
-          }),
+        onErrorReplaced: (error) => emit(c, errorWithheldEvent(requestId, ability.id, error)),
         // A session ended by what its caller sent: no handler failed, but the RPC request did
         // (an HTTP batch still answers 200, carrying the abort).
         // Over HTTP-batch the abort is known before the response leaves, and becomes the
