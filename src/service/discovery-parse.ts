@@ -23,13 +23,7 @@ import {
   checkMcpTool,
   mcpProjectionKeys,
 } from './mcp-projection.ts';
-import {
-  parseRestPath,
-  REST_METHODS,
-  restRouteKey,
-  topLevelInputFields,
-  variableMissingFromInput,
-} from './rest-path.ts';
+import { parseRestPath, REST_METHODS, restRouteKey, restVariableProblem } from './rest-path.ts';
 import {
   type AbilityDiscoveryEntry,
   defineScopeEntry,
@@ -102,14 +96,9 @@ function readRest(
   const method = reader.oneOf(rest.method, REST_METHODS, `${where}.method`);
   const template = parseRestPath(rest.path);
   if (typeof template === 'string') refuseDocument(reader.serviceId, `${where}.path`, template);
-  const missing = variableMissingFromInput(template.variables, topLevelInputFields(inputSchema));
-  if (missing !== undefined) {
-    refuseDocument(
-      reader.serviceId,
-      `${where}.path`,
-      `variable {${missing}} is not a top-level input field`,
-      'discovery_rest_variable',
-    );
+  const problem = restVariableProblem(template.variables, inputSchema);
+  if (problem !== undefined) {
+    refuseDocument(reader.serviceId, `${where}.path`, problem, 'discovery_rest_variable');
   }
   const status = rest.status;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 200 || status > 299) {

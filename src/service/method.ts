@@ -24,13 +24,7 @@ import {
   type McpResourceProjection,
   type McpToolProjection,
 } from './mcp-projection.ts';
-import {
-  parseRestPath,
-  REST_METHODS,
-  type RestMethod,
-  topLevelInputFields,
-  variableMissingFromInput,
-} from './rest-path.ts';
+import { parseRestPath, REST_METHODS, type RestMethod, restVariableProblem } from './rest-path.ts';
 
 /** A method's REST projection as declared. */
 export interface RestProjectionOptions {
@@ -205,13 +199,8 @@ function checkRest(value: unknown, label: string, inputJsonSchema: JsonSchema): 
   }
   const template = parseRestPath(value.path);
   if (typeof template === 'string') refuse(label, 'rest.path', template);
-  const missing = variableMissingFromInput(
-    template.variables,
-    topLevelInputFields(inputJsonSchema),
-  );
-  if (missing !== undefined) {
-    refuse(label, 'rest.path', `variable {${missing}} is not a top-level input field`);
-  }
+  const problem = restVariableProblem(template.variables, inputJsonSchema);
+  if (problem !== undefined) refuse(label, 'rest.path', problem);
   const status = value.status ?? 200;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 200 || status > 299) {
     refuse(label, 'rest.status', 'must be an integer from 200 to 299');

@@ -60,30 +60,68 @@ export function parseRestPath(path: unknown): RestPathTemplate | string {
   return { variables };
 }
 
-/** The first variable that is not a top-level input field, or `undefined` when all are. */
-export function variableMissingFromInput(
+/**
+ * What is wrong with a template's variables for an input schema, or `undefined` when nothing is:
+ * each `{name}` must be a top-level input field (REST r3), and that field must be able to hold a
+ * string. A path value is always a string (data, never coerced), so a `{page}` whose field is an
+ * integer could never validate: the route would refuse every request with 422 while the OpenAPI
+ * document promised an integer parameter. Refusing the definition says so where it is written.
+ */
+export function restVariableProblem(
   variables: readonly string[],
-  inputFields: ReadonlySet<string>,
+  inputJsonSchema: Record<string, unknown>,
 ): string | undefined {
-  return variables.find((name) => !inputFields.has(name));
+  const properties = rootObjectSchema(inputJsonSchema)?.properties;
+  const fields = properties !== null && typeof properties === 'object' && !Array.isArray(properties)
+    ? properties as Record<string, unknown>
+    : {};
+  for (const name of variables) {
+    if (!Object.hasOwn(fields, name)) return `variable {${name}} is not a top-level input field`;
+    if (refusesEveryString(inputJsonSchema, fields[name])) {
+      return `variable {${name}} names a field that cannot hold a string; path values are ` +
+        'strings, so declare the field as a string (e.g. a digits pattern) and convert it in ' +
+        'the handler';
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Whether a field schema provably refuses every string: a `type` without `string`, a non-string
+ * `const`, an `enum` with no string, or `anyOf`/`oneOf` whose branches all refuse. Anything this
+ * cannot decide (`allOf`, `not`, a non-local `$ref`) is left to the service's validation.
+ */
+function refusesEveryString(root: Record<string, unknown>, schema: unknown, depth = 0): boolean {
+  if (schema === false) return true;
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema) || depth > 8) {
+    return false;
+  }
+  const field = schema as Record<string, unknown>;
+  if (typeof field.$ref === 'string') {
+    const target = localDefinition(root, field.$ref);
+    if (target !== undefined && refusesEveryString(root, target, depth + 1)) return true;
+  }
+  const type = field.type;
+  if (typeof type === 'string' && type !== 'string') return true;
+  if (Array.isArray(type) && !type.includes('string')) return true;
+  if (Object.hasOwn(field, 'const') && typeof field.const !== 'string') return true;
+  if (Array.isArray(field.enum) && !field.enum.some((value) => typeof value === 'string')) {
+    return true;
+  }
+  for (const key of ['anyOf', 'oneOf'] as const) {
+    const branches = field[key];
+    if (
+      Array.isArray(branches) && branches.length > 0 &&
+      branches.every((branch) => refusesEveryString(root, branch, depth + 1))
+    ) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /** How many local `$ref` hops lead from an input schema's root to its object schema at most. */
 const MAX_ROOT_REF_HOPS = 8;
-
-/**
- * The top-level field names of an input JSON Schema (`properties`), or an empty set when the
- * schema declares none. A root that is a local reference (`{ $ref: '#/$defs/X', $defs }`, as
- * libraries write a recursive or named schema) is followed to the object it names. Only own
- * keys count, so `constructor` never appears by accident.
- */
-export function topLevelInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {
-  const properties = rootObjectSchema(inputJsonSchema)?.properties;
-  if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) {
-    return new Set();
-  }
-  return new Set(Object.keys(properties));
-}
 
 /** The schema a root `$ref` chain ends at, or `undefined` when it leaves the document. */
 function rootObjectSchema(schema: Record<string, unknown>): Record<string, unknown> | undefined {
@@ -125,7 +163,7 @@ export function restRouteKey(method: string, path: string): string {
 
 /**
  * The top-level field names whose schema is a plain string (`type: 'string'`), following a root
- * `$ref` as {@link topLevelInputFields} does: the fields an MCP prompt argument or a resource
+ * `$ref` as {@link restVariableProblem} does: the fields an MCP prompt argument or a resource
  * URI variable can carry.
  */
 export function topLevelStringInputFields(inputJsonSchema: Record<string, unknown>): Set<string> {

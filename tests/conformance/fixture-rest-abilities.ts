@@ -112,7 +112,11 @@ export function notesAbility(stats: FixtureStats) {
         rest: { method: 'get', path: '/notes/{noteId}/outline' },
       }),
       page: abilityMethod({
-        input: z.object({ page: z.number().int(), size: z.number().int().optional() }),
+        // A path value is a string: the field says which strings, the handler converts.
+        input: z.object({
+          page: z.string().regex(/^[0-9]{1,6}$/),
+          size: z.number().int().optional(),
+        }),
         output: z.object({ page: z.number().int(), noteIds: z.array(z.string()) }),
         rest: { method: 'get', path: '/pages/{page}' },
       }),
@@ -158,9 +162,9 @@ export function notesAbility(stats: FixtureStats) {
           call('outline');
           return { title: noteId, children: [{ title: 'child', children: [] }] };
         },
-        page({ page }: { page: number }) {
+        page({ page }: { page: string }) {
           call('page');
-          return { page, noteIds: [] };
+          return { page: Number(page), noteIds: [] };
         },
         count() {
           call('count');

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import type { ControlPlaneOptions } from '../../src/plane/control-plane-options.ts';
 import { memoryRegistryCache, type RegistryCache } from '../../src/plane/registry-cache.ts';
 import { createPlaneDeployment, PLANE_URL, readResponse } from './plane-fixture.ts';
+import { assertReadResponseMatchesOpenApi } from '../support/openapi-response-check.ts';
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
@@ -97,6 +98,21 @@ test('operation ids are unique and every path variable has its required paramete
     }
     assert.equal(new Set(ids).size, ids.length, `duplicate operationId in ${ids}`);
   }
+});
+
+test('REST r3: a path variable is a string the field constrains; both answers match the document', async () => {
+  const { fx, openapi } = await deployment();
+  const { document } = await openapi();
+  const found = await fx.rest('GET', '/pages/12', { bearer: 't-alice' });
+  assert.equal(found.status, 200);
+  assert.deepEqual(found.body, { page: 12, noteIds: [] });
+  assertReadResponseMatchesOpenApi(document, 'GET', '/pages/12', found);
+  const calls = fx.count('calls', 'svc-r.notes#page');
+  const refused = await fx.rest('GET', '/pages/twelve', { bearer: 't-alice' });
+  assert.equal(refused.status, 422);
+  assert.equal(refused.body.code, 'ability_validation');
+  assertReadResponseMatchesOpenApi(document, 'GET', '/pages/twelve', refused);
+  assert.equal(fx.count('calls', 'svc-r.notes#page'), calls, 'the handler never ran');
 });
 
 test('REST-12 GET /openapi.json: path fields leave the body as required path parameters; no security is invented', async () => {

@@ -229,6 +229,26 @@ test('REG-03 a REST {name} that is not a top-level input field is refused', () =
   refusesDocument(nested, 'discovery_rest_variable', /\{id\}/);
 });
 
+test('REG-03 a REST {name} whose field cannot hold a string is refused', () => {
+  const received = receivedDocument();
+  received.abilities[0].methods['items.get'].inputSchema = {
+    type: 'object',
+    properties: { id: { type: 'integer' } },
+  };
+  refusesDocument(
+    received,
+    'discovery_rest_variable',
+    /\{id\} names a field that cannot hold a string/,
+  );
+  const viaRef = receivedDocument();
+  viaRef.abilities[0].methods['items.get'].inputSchema = {
+    type: 'object',
+    properties: { id: { $ref: '#/$defs/N' } },
+    $defs: { N: { anyOf: [{ type: 'number' }, { type: 'null' }] } },
+  };
+  refusesDocument(viaRef, 'discovery_rest_variable', /\{id\}/);
+});
+
 test('duplicate ability ids, RPC paths, REST routes and MCP names are refused', () => {
   const duplicateId = receivedDocument();
   duplicateId.abilities[1].id = 'svc-a.echo';

@@ -144,7 +144,7 @@ test('REST r3 follows an input schema whose root is a local $ref to the object i
     {
       input: Category,
       output: anyOutput,
-      rest: { method: 'get', path: '/categories/{children}/{x}' },
+      rest: { method: 'get', path: '/categories/{name}/{x}' },
     },
     /\{x\} is not a top-level input field/,
   );
@@ -170,6 +170,47 @@ test('REST r3 path variables are checked against the input JSON Schema of any li
     },
     /\{id\} is not a top-level input field/,
   );
+});
+
+test('REST r3 a path variable must name a field that can hold a string (path values are strings)', () => {
+  const refusing: [string, z.ZodType][] = [
+    ['integer', z.number().int()],
+    ['number', z.number()],
+    ['boolean', z.boolean()],
+    ['object', z.object({ a: z.string() })],
+    ['literal 1', z.literal(1)],
+    ['integer or null', z.number().nullable()],
+  ];
+  for (const [what, field] of refusing) {
+    assert.throws(
+      () =>
+        abilityMethod({
+          input: z.object({ id: field }),
+          output: anyOutput,
+          rest: { method: 'get', path: '/items/{id}' },
+        }),
+      (error: unknown) =>
+        error instanceof SvcConfigurationError &&
+        /rest\.path.*variable \{id\} names a field that cannot hold a string/.test(error.message),
+      what,
+    );
+  }
+  const accepting: [string, z.ZodType][] = [
+    ['string', z.string()],
+    ['digits', z.string().regex(/^[0-9]+$/)],
+    ['enum', z.enum(['a', 'b'])],
+    ['string or null', z.string().nullable()],
+    ['literal', z.literal('x')],
+    ['uuid', z.uuid()],
+  ];
+  for (const [what, field] of accepting) {
+    const method = abilityMethod({
+      input: z.object({ id: field }),
+      output: anyOutput,
+      rest: { method: 'get', path: '/items/{id}' },
+    });
+    assert.equal(method.rest?.path, '/items/{id}', what);
+  }
 });
 
 test('rest.status must be an integer from 200 to 299', () => {
