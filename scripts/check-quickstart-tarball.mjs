@@ -15,8 +15,16 @@
  * pid; the temporary directory is removed at the end. Exits non-zero naming the failed step.
  */
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -153,7 +161,8 @@ function readmeQuickstartBlocks() {
       /^```ts\n\/\/ (plane|service|caller)\.ts\n([\s\S]*?)^```$/gm,
     )
   ) {
-    if (!blocks.has(name)) blocks.set(`${name}.ts`, code);
+    const file = `${name}.ts`;
+    if (!blocks.has(file)) blocks.set(file, code);
   }
   if (blocks.size !== 3) throw new Error('README.md shows no plane.ts, service.ts and caller.ts');
   return blocks;
@@ -193,7 +202,7 @@ async function main() {
   await run('npm', ['pack', '--ignore-scripts', '--pack-destination', work], { cwd: root });
   const tarball = readdirSync(work).find((name) => name.endsWith('.tgz'));
   step(`packed ${tarball}`);
-  await run('mkdir', [app], { cwd: work });
+  mkdirSync(app);
   await run('npm', ['init', '-y']);
   await run('npm', ['pkg', 'set', 'type=module']);
   await run('npm', ['install', '--no-audit', '--no-fund', join(work, tarball), ...USER_PACKAGES]);
@@ -209,7 +218,7 @@ async function main() {
   step(`tsc compiled ${sources.join(', ')} with the README's tsconfig.json`);
   // The README's own blocks listen on fixed ports, so they are compiled, not run.
   const readmeDir = join(app, 'readme');
-  await run('mkdir', [readmeDir]);
+  mkdirSync(readmeDir);
   for (const [name, code] of readmeQuickstartBlocks()) writeFileSync(join(readmeDir, name), code);
   writeFileSync(
     join(readmeDir, 'tsconfig.json'),
