@@ -26,14 +26,15 @@ export const MAX_VALIDATION_ISSUE_PATH_KEY_LENGTH = 1024;
 
 /**
  * One path segment as Standard Schema gives it (a property key, or `{ key }`), reduced to a
- * string or a finite number; `undefined` when it is neither (a symbol, an object, NaN).
+ * string or an integer (an index), as the OpenAPI document describes it; `undefined` when it is
+ * neither (a symbol, an object, NaN, a fraction).
  */
 export function issuePathSegment(segment: unknown): string | number | undefined {
   const key = segment !== null && typeof segment === 'object' && 'key' in segment
     ? (segment as { key: unknown }).key
     : segment;
   if (typeof key === 'string') return key;
-  if (typeof key === 'number' && Number.isFinite(key)) return key;
+  if (typeof key === 'number' && Number.isSafeInteger(key)) return key;
   return undefined;
 }
 
@@ -69,7 +70,7 @@ function readIssue(raw: unknown): ValidationIssue | undefined {
 }
 
 /**
- * The issues of `raw` that fit `{ message: string, path?: (string | number)[] }`, at most
+ * The issues of `raw` that fit `{ message: string, path?: (string | integer)[] }`, at most
  * {@link MAX_VALIDATION_ISSUES}, as fresh records; `undefined` when `raw` is no array. A value
  * whose reading throws (a getter, a proxy) yields what was read before it.
  */

@@ -23,6 +23,7 @@ test('readValidationIssues keeps { message, path? } records and drops what does 
     { message: 'a symbol in the path', path: ['a', Symbol('s')] },
     { message: 'an object in the path', path: [{}] },
     { message: 'NaN in the path', path: [Number.NaN] },
+    { message: 'a fraction in the path', path: ['a', 1.5] },
     { message: 'a path that is no list', path: 'a.b' },
     { message: 'extra members', path: ['x'], input: 'secret', code: 'too_small' },
   ]);
@@ -33,6 +34,7 @@ test('readValidationIssues keeps { message, path? } records and drops what does 
     { message: 'a symbol in the path' },
     { message: 'an object in the path' },
     { message: 'NaN in the path' },
+    { message: 'a fraction in the path' },
     { message: 'a path that is no list' },
     { message: 'extra members', path: ['x'] },
   ]);
