@@ -3,16 +3,16 @@ import process from 'node:process';
 import { createControlPlane, hmacServiceClientAuth, httpService } from 'svcplane';
 import { serveNode } from 'svcplane/node';
 
-const env = process.env as Record<string, string>;
+const env = process.env;
 const planeUrl = env.PLANE_URL ?? 'http://127.0.0.1:8787';
 
 const plane = createControlPlane({
   id: 'plane',
   issuer: planeUrl,
   // From `npx svcplane keygen`: the two lines it prints.
-  signingKeys: [{ kid: env.SVC_SIGNING_KID, secret: env.SVC_SIGNING_KEY }],
+  signingKeys: [{ kid: env.SVC_SIGNING_KID!, secret: env.SVC_SIGNING_KEY! }],
   authenticateCaller: hmacServiceClientAuth({
-    clients: { billing: { serviceId: 'billing', secret: env.BILLING_SECRET } },
+    clients: { billing: { serviceId: 'billing', secret: env.BILLING_SECRET! } },
   }),
   services: [
     httpService({

@@ -49,4 +49,10 @@ export {
   type TokenEndpointFetch,
 } from './token-requesters.ts';
 export { CapabilityTokenRequestError } from './token-request-error.ts';
+// Read where a caller's refusals arrive, so a caller importing only this entry has it.
+export {
+  type AbilityValidationFailure,
+  isAbilityValidationError,
+} from '../core/validation-issues.ts';
+export type { ValidationIssue } from '../core/errors.ts';
 export { jwkCapabilityProofSigner, type JwkCapabilityProofSignerOptions } from './proof-signer.ts';

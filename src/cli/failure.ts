@@ -9,7 +9,8 @@
  *
  * @module
  */
-import { SvcConfigurationError, svcErrorInfo } from '../core/errors.ts';
+import { SvcConfigurationError, svcErrorInfo, type ValidationIssue } from '../core/errors.ts';
+import { isAbilityValidationError } from '../core/validation-issues.ts';
 import { CliUsageError } from './arguments.ts';
 import type { CliOutput } from './output.ts';
 
@@ -42,12 +43,32 @@ export function reportFailure(error: unknown, output: CliOutput): number {
   }
   const info = svcErrorInfo(error);
   const kind = error instanceof SvcConfigurationError ? 'configuration' : info.code;
+  const issues = isAbilityValidationError(error) ? error.issues : undefined;
   if (output.json) {
-    output.note(JSON.stringify({ error: { ...info, kind, message } }));
+    output.note(JSON.stringify({ error: { ...info, kind, message, ...(issues && { issues }) } }));
   } else {
     const reason = info.reason !== undefined ? ` ${info.reason}` : '';
     const retry = info.retryable ? ', retryable' : '';
-    output.note(`error: ${kind}${reason} (status ${info.status}${retry}): ${message}`);
+    output.note(`error: ${kind}${reason} (status ${info.status}${retry}): ${printable(message)}`);
+    for (const issue of issues ?? []) output.note(`  ${printable(issueLine(issue))}`);
   }
   return code;
+}
+
+// C0 and C1 controls, DEL included: a peer's text must not drive the terminal (escapes, erasure).
+// deno-lint-ignore no-control-regex
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/** `text` with its control characters shown as `\u001b`-style escapes. */
+function printable(text: string): string {
+  return text.replace(
+    CONTROL_CHARACTERS,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/** `at items.0.name: Required`, or the message alone for an issue without a path. */
+function issueLine(issue: ValidationIssue): string {
+  if (issue.path === undefined || issue.path.length === 0) return issue.message;
+  return `at ${issue.path.join('.')}: ${issue.message}`;
 }

@@ -16,6 +16,14 @@ export {
   SvcTimeoutError,
   type ValidationIssue,
 } from './errors.ts';
+export {
+  type AbilityValidationFailure,
+  isAbilityValidationError,
+  MAX_VALIDATION_ISSUE_MESSAGE_LENGTH,
+  MAX_VALIDATION_ISSUE_PATH_DEPTH,
+  MAX_VALIDATION_ISSUE_PATH_KEY_LENGTH,
+  MAX_VALIDATION_ISSUES,
+} from './validation-issues.ts';
 export type {
   CallerAccess,
   DelegatedSubject,

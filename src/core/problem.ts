@@ -16,6 +16,7 @@ import {
   svcErrorInfo,
   type ValidationIssue,
 } from './errors.ts';
+import { MAX_VALIDATION_ISSUES, readValidationIssues } from './validation-issues.ts';
 
 /** Media type of a problem details body. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -29,8 +30,8 @@ export const OPAQUE_PROBLEM_DETAIL = 'Internal error';
 /** Longest `detail` taken from an error message. */
 export const MAX_PROBLEM_DETAIL_LENGTH = 2048;
 
-/** Most validation issues listed in one body. */
-export const MAX_PROBLEM_ISSUES = 100;
+/** Most validation issues listed in one body (the bound every reading of issues keeps). */
+export const MAX_PROBLEM_ISSUES = MAX_VALIDATION_ISSUES;
 
 /** The JSON body of a problem response. */
 export interface ProblemBody {
@@ -109,32 +110,6 @@ function bounded(text: string): string {
     : text;
 }
 
-function sanitizeIssue(raw: unknown): ValidationIssue | undefined {
-  if (raw === null || typeof raw !== 'object') return undefined;
-  const message = (raw as { message?: unknown }).message;
-  if (typeof message !== 'string') return undefined;
-  const issue: ValidationIssue = { message: bounded(message) };
-  const path = (raw as { path?: unknown }).path;
-  if (
-    Array.isArray(path) &&
-    path.every((segment) => typeof segment === 'string' || typeof segment === 'number')
-  ) {
-    issue.path = [...path];
-  }
-  return issue;
-}
-
-/** Only `{ message, path? }` records leave, at most {@link MAX_PROBLEM_ISSUES} of them. */
-function sanitizeIssues(raw: unknown): ValidationIssue[] | undefined {
-  if (!Array.isArray(raw)) return undefined;
-  const issues: ValidationIssue[] = [];
-  for (const item of raw.slice(0, MAX_PROBLEM_ISSUES)) {
-    const issue = sanitizeIssue(item);
-    if (issue !== undefined) issues.push(issue);
-  }
-  return issues;
-}
-
 /** Builds the JSON body of a problem response (exported for surfaces that frame it themselves). */
 export function problemBody(init: Omit<ProblemInit, 'headers'>): ProblemBody {
   const status = problemStatus(init.status);
@@ -148,7 +123,7 @@ export function problemBody(init: Omit<ProblemInit, 'headers'>): ProblemBody {
   };
   if (init.reason !== undefined) body.reason = init.reason;
   if (init.requestId !== undefined) body.requestId = init.requestId;
-  const issues = sanitizeIssues(init.issues);
+  const issues = readValidationIssues(init.issues);
   if (issues !== undefined) body.issues = issues;
   return body;
 }
@@ -206,7 +181,7 @@ export function problemFromError(
   if (requestId !== undefined) init.requestId = requestId;
   if (headers !== undefined) init.headers = headers;
   if (shaped && info.code === 'ability_validation' && info.status === 422) {
-    const issues = sanitizeIssues(ownIssues(error));
+    const issues = readValidationIssues(ownIssues(error));
     if (issues !== undefined) init.issues = issues;
   }
   return problemResponse(init);

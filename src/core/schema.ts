@@ -8,6 +8,7 @@
  */
 import type { StandardJSONSchemaV1, StandardSchemaV1 } from '@standard-schema/spec';
 import { AbilityValidationError, type ValidationIssue } from './errors.ts';
+import { issuePathSegment } from './validation-issues.ts';
 
 /** A schema implementing both Standard Schema and Standard JSON Schema. */
 export interface SvcSchema<Input = unknown, Output = Input> {
@@ -72,14 +73,6 @@ export function schemaContractProblem(schema: unknown): string | undefined {
   return undefined;
 }
 
-function pathSegment(segment: unknown): string | number | undefined {
-  const key = segment !== null && typeof segment === 'object' && 'key' in segment
-    ? (segment as { key: unknown }).key
-    : segment;
-  if (typeof key === 'string' || typeof key === 'number') return key;
-  return undefined;
-}
-
 /** Turns library issues into `{ message, path? }` records and nothing else. */
 function toIssues(raw: unknown): ValidationIssue[] | undefined {
   if (
@@ -97,7 +90,7 @@ function toIssues(raw: unknown): ValidationIssue[] | undefined {
     if (Array.isArray(rawPath)) {
       // Array.from, not map: a library's Array subclass (arktype's ReadonlyPath) would survive
       // `map` through Symbol.species, carry its own properties and fail RPC serialisation.
-      const path = Array.from(rawPath, pathSegment);
+      const path = Array.from(rawPath, issuePathSegment);
       if (path.every((p) => p !== undefined)) issue.path = path as (string | number)[];
     }
     issues.push(issue);

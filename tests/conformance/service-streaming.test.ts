@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
+import { isAbilityValidationError } from '../../src/core/validation-issues.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilityMethod } from '../../src/service/method.ts';
 import { assertRefusal, createFixture, type Fixture } from './fixture.ts';
@@ -184,5 +185,11 @@ test('Streaming r4: the handler batches items and declares the batch (an array) 
   const reader = (await session.batches({ poison: true })).getReader();
   assert.equal((await reader.read()).value?.length, 100);
   assert.equal((await reader.read()).value?.length, 100);
-  await assertRefusal(reader.read(), { code: 'ability_validation', status: 500 });
+  const failed = await assertRefusal(reader.read(), { code: 'ability_validation', status: 500 });
+  // The caller reads the streamed failure's issues typed: where, never the library's wording.
+  assert.ok(isAbilityValidationError(failed));
+  assert.deepEqual(failed.issues, [{
+    message: 'does not match the output schema',
+    path: [50, 'i'],
+  }]);
 });

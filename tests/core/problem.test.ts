@@ -126,7 +126,8 @@ test('problemResponse lists only { message, path } of issues', async () => {
   }));
   assert.deepEqual(body.issues, [
     { message: 'expected string', path: ['name'] },
-    { message: 'too small' },
+    // A Standard Schema `{ key }` segment is read as its key, as the service reads it.
+    { message: 'too small', path: ['items', 0, 'q'] },
     { message: 'root' },
   ]);
 });

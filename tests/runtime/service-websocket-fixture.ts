@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { type } from 'arktype';
 import { z } from 'zod';
 import { svcErrorInfo } from '../../src/core/errors.ts';
+import { isAbilityValidationError } from '../../src/core/validation-issues.ts';
 import { defineAbility } from '../../src/service/ability.ts';
 import { abilitySession, disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import { abilityMethod } from '../../src/service/method.ts';
@@ -198,6 +199,10 @@ export async function assertServiceOverWebSocket(
     const invalid = await session.greet({ name: '' }).catch((error: unknown) => error);
     assert.equal(svcErrorInfo(invalid).code, 'ability_validation');
     assert.equal(svcErrorInfo(invalid).status, 422);
+    // The caller reads the issues typed, whichever library wrote them.
+    assert.ok(isAbilityValidationError(invalid));
+    assert.deepEqual(invalid.issues.map((issue) => issue.path), [['name']]);
+    assert.equal(typeof invalid.issues[0].message, 'string');
     assert.equal(await readTicks(await session.ticks({ n: STREAM_ITEMS })), STREAM_ITEMS);
     // The invalid item fails the stream. Items already in flight when the failure arrives may
     // be dropped with it (Cap'n Web errors the receiving stream at once), so only the prefix
@@ -214,6 +219,11 @@ export async function assertServiceOverWebSocket(
     assert.ok(delivered <= 50, `${delivered} items before the invalid one`);
     assert.equal(svcErrorInfo(failure).code, 'ability_validation');
     assert.equal(svcErrorInfo(failure).status, 500);
+    assert.ok(isAbilityValidationError(failure));
+    assert.ok(failure.issues.length > 0);
+    for (const issue of failure.issues) {
+      assert.equal(issue.message, 'does not match the output schema');
+    }
     // The same socket still answers after a failed stream.
     assert.equal((await session.greet({ name: 'again' })).library, library);
   } finally {

@@ -378,6 +378,22 @@ test('call failures print the taxonomy code and exit by class', BOUND, async () 
   ]);
   assert.equal(invalid.code, 5, invalid.stderr);
   assert.match(invalid.stderr, /^error: ability_validation /m);
+  // Each issue on its own line, where it went wrong first.
+  assert.match(invalid.stderr, /^ {2}at count: \S.*$/m);
+  const invalidJson = await svcplane([
+    'call',
+    demo.urls.orders,
+    'orders.catalog.watch',
+    '{"count":0}',
+    '--token',
+    token,
+    '--json',
+  ]);
+  assert.equal(invalidJson.code, 5, invalidJson.stderr);
+  const { error } = JSON.parse(invalidJson.stderr.trim().split('\n').at(-1)!);
+  assert.equal(error.code, 'ability_validation');
+  assert.deepEqual(error.issues.map((issue: { path?: unknown }) => issue.path), [['count']]);
+  assert.equal(typeof error.issues[0].message, 'string');
   // A method the service does not have: a usage error, named.
   const unknown = await svcplane([
     'call',

@@ -4,6 +4,7 @@
  * and the plane Worker run against orders.
  */
 import { type AbilitySession, disposeAbilitySession } from '../../../src/caller/ability-session.ts';
+import { isAbilityValidationError } from '../../../src/core/validation-issues.ts';
 
 /** The control plane's id and the `iss` of its tokens; the orders Worker trusts this issuer. */
 export const BINDINGS_PLANE_ID = 'bindings-plane';
@@ -33,6 +34,8 @@ export interface SeenError {
   retryable: unknown;
   reason: unknown;
   message: unknown;
+  /** The issues `isAbilityValidationError` read, in the caller Worker; absent for other errors. */
+  issues?: unknown;
 }
 
 /** The billing Worker's answer to `POST /call`. */
@@ -102,6 +105,7 @@ export function seenError(error: unknown): SeenError {
     retryable: record.retryable,
     reason: record.reason,
     message: record.message ?? String(error),
+    ...(isAbilityValidationError(error) ? { issues: error.issues } : {}),
   };
 }
 

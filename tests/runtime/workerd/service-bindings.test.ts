@@ -138,7 +138,7 @@ const LOOKUP: CallRequest = {
 };
 
 /** The error a call failed with; fails when the call went through. */
-function failedWith(outcome: CallOutcome): SeenError {
+function failedWith(outcome: CallOutcome | StreamOutcome): SeenError {
   assert.equal(outcome.ok, false, `expected a refusal, got ${JSON.stringify(outcome)}`);
   return (outcome as { error: SeenError }).error;
 }
@@ -147,6 +147,28 @@ function failedWith(outcome: CallOutcome): SeenError {
 function taxonomyOf(error: SeenError) {
   const { code, status, retryable, reason } = error;
   return { code, status, retryable, reason };
+}
+
+/**
+ * Input the service's schema refuses reached the caller Worker as an ability_validation refusal
+ * whose issues it read typed: one, at `field`.
+ */
+function assertInvalidInputRefused(
+  outcome: CallOutcome | StreamOutcome,
+  field: string,
+  label: string,
+): void {
+  const error = failedWith(outcome);
+  assert.deepEqual(taxonomyOf(error), {
+    code: 'ability_validation',
+    status: 422,
+    retryable: false,
+    reason: 'invalid_input',
+  }, label);
+  const issues = error.issues as { message: unknown; path?: unknown }[];
+  assert.equal(issues.length, 1, `${label}: ${JSON.stringify(issues)}`);
+  assert.equal(typeof issues[0].message, 'string', label);
+  assert.deepEqual(issues[0].path, [field], label);
 }
 
 /** Verifies a token against the plane's public key, as any service would. */
@@ -239,6 +261,12 @@ test(
       const reserve = failedWith(await callThrough(url, { ...LOOKUP, method: 'reserve' }));
       assert.equal(reserve.code, 'capability_auth');
       assert.equal(reserve.status, 403);
+      // Input orders' schema refuses, over the binding's HTTP-batch.
+      assertInvalidInputRefused(
+        await callThrough(url, { ...LOOKUP, input: { sku: '' } }),
+        'sku',
+        'http-batch',
+      );
     });
   },
 );
@@ -458,6 +486,11 @@ for (const [label, options] of [['enhanced', {}], ['legacy', LEGACY_ERRORS]] as 
         );
         // No socket: the session rode connectAbility's byte streams.
         assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+        assertInvalidInputRefused(
+          await postJson<StreamOutcome>(url, '/native-stream', { count: -1 }),
+          'count',
+          'native',
+        );
         const refused = await postJson<StreamOutcome>(url, '/native-stream', {
           count: 1,
           token: 'unsigned',
@@ -485,6 +518,11 @@ for (const [label, options] of [['enhanced', {}], ['legacy', LEGACY_ERRORS]] as 
         assertStreamed(outcome);
         // The plane's leg was the native binding: orders accepted no socket.
         assert.deepEqual(await getJson(url, '/sockets'), { opened: 0, closed: [] });
+        assertInvalidInputRefused(
+          await postJson<StreamOutcome>(url, '/broker-stream', { count: -1 }),
+          'count',
+          'broker',
+        );
         // A scope the grants do not allow is refused at connect, typed, through both hops.
         const refused = await postJson<StreamOutcome>(url, '/broker-stream', {
           count: 1,
