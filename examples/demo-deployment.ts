@@ -44,7 +44,12 @@ import {
   svcErrorInfo,
   websocketRpc,
 } from '../mod.ts';
-import { nodeWebSocketFactory, type ServedServer, serveNode } from '../src/adapters/node.ts';
+import {
+  nodeWebSocketFactory,
+  type ServedServer,
+  serveNode,
+  swaggerUiAssets,
+} from '../src/adapters/node.ts';
 
 const PLANE_ID = 'demo-plane';
 
@@ -317,6 +322,8 @@ export async function startDemo(): Promise<DemoDeployment> {
         title: 'svcplane demo',
         security: [{ demoBearer: [] }],
         securitySchemes: { demoBearer: { type: 'http', scheme: 'bearer' } },
+        // The API reference page at /reference, from the installed swagger-ui-dist.
+        reference: { assets: swaggerUiAssets() },
       },
       publicOrigin: planeUrl,
       log: false,
