@@ -252,8 +252,8 @@ test("reference: its paths are the plane's: REST routes there are left out, othe
   // svc-r declares GET /notes, GET /notes/{noteId} and GET /pages/{page}.
   const fx = await deployment({ path: '/notes' });
   const document = await fx.openapi();
-  assert.equal(document.paths['/notes']?.get, undefined, 'GET /notes is the page now');
-  assert.ok(document.paths['/notes/{noteId}'], 'the rest of svc-r is still described');
+  assert.equal(document.paths?.['/notes']?.get, undefined, 'GET /notes is the page now');
+  assert.ok(document.paths?.['/notes/{noteId}'], 'the rest of svc-r is still described');
   const page = await get(fx, '/notes');
   assert.equal(page.response.headers.get('Content-Type'), 'text/html; charset=utf-8');
   const init = await get(fx, '/notes/init.js');
