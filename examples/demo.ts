@@ -20,6 +20,7 @@ const addresses: [string, string][] = [
   ['  MCP endpoint', demo.mcp.url],
   ['  RPC broker', `${demo.urls.plane}/rpc`],
   ['  OpenAPI 3.2', demo.urls.openapi],
+  ['  API reference', demo.urls.reference],
   ['orders', `${demo.urls.orders}/.well-known/svc/service.json`],
   ['ledger (ingress)', `${demo.urls.ledger}/.well-known/svc/service.json`],
 ];
