@@ -271,7 +271,7 @@ test('reference: reference: true and a missing asset source are refused with the
       () => createControlPlane({ ...base, openapi: { reference: reference as never } }),
       '`openapi.reference',
       'reference: { assets: swaggerUiAssets() }',
-      "'svcplane/node'",
+      '`svcplane/node`',
       'text modules',
     );
     assert.equal(error.reason, 'invalid_openapi', JSON.stringify(reference));

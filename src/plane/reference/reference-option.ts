@@ -56,10 +56,10 @@ const LABEL = 'createControlPlane: `openapi.reference';
 
 /** What to write instead of `reference: true`, or an asset source of the wrong shape. */
 const HOW_TO_GIVE_ASSETS = "must name where Swagger UI's files come from: on Node, Deno and " +
-  'Bun write `reference: { assets: swaggerUiAssets() }` with `import { swaggerUiAssets } from ' +
-  "'svcplane/node'` (or 'svcplane/deno', 'svcplane/bun'); on Workers import `swagger-ui-dist/swagger-ui-bundle.js` and " +
-  '`swagger-ui-dist/swagger-ui.css` as text modules and pass `reference: { assets: { ' +
-  "'swagger-ui-bundle.js': bundle, 'swagger-ui.css': css } }`";
+  'Bun write `reference: { assets: swaggerUiAssets() }`, importing swaggerUiAssets from the ' +
+  '`svcplane/node` entry (or `svcplane/deno`, `svcplane/bun`); on Workers import ' +
+  '`swagger-ui-dist/swagger-ui-bundle.js` and `swagger-ui-dist/swagger-ui.css` as text modules ' +
+  "and pass `reference: { assets: { 'swagger-ui-bundle.js': bundle, 'swagger-ui.css': css } }`";
 
 function refuse(field: string, problem: string): never {
   throw new SvcConfigurationError(`${LABEL}${field}\` ${problem}`, { reason: 'invalid_openapi' });
