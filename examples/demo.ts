@@ -17,7 +17,9 @@ const addresses: [string, string][] = [
   ['control plane', demo.urls.plane],
   ['  JWKS', `${demo.urls.plane}/.well-known/svc/jwks.json`],
   ['  token endpoint', `${demo.urls.plane}/.well-known/svc/capability-token`],
+  ['  REST', demo.rest.curl],
   ['  MCP endpoint', demo.mcp.url],
+  ['  MCP header', demo.mcp.header],
   ['  RPC broker', `${demo.urls.plane}/rpc`],
   ['  OpenAPI 3.2', demo.urls.openapi],
   ['  API reference', demo.urls.reference],
@@ -26,7 +28,6 @@ const addresses: [string, string][] = [
 ];
 console.log('svcplane demo, serving on 127.0.0.1');
 for (const [label, url] of addresses) console.log(`  ${label.padEnd(18)} ${url}`);
-console.log(`  ${'  MCP header'.padEnd(18)} ${demo.mcp.header}`);
 console.log('');
 
 const steps = await demo.runTour();
