@@ -1,7 +1,8 @@
 /**
  * The plane option `openapi`: what `GET /openapi.json` says beyond the catalog (the
- * authentication invocation middleware really performs, a title, a version) and where the
- * generated document is kept. Validated at construction; a key nobody reads is refused.
+ * authentication invocation middleware really performs, a title, a version), where the
+ * generated document is kept, and the reference page over it. Validated at construction; a key
+ * nobody reads is refused.
  *
  * @module
  */
