@@ -1,7 +1,8 @@
 /**
  * Swagger UI's files for the plane's reference page (`openapi.reference.assets`), read from the
- * installed `swagger-ui-dist` package with `node:fs`: Node, Deno (with a `node_modules` folder)
- * and Bun. Workers import the two files as text modules instead.
+ * installed `swagger-ui-dist` package with `node:fs`: Node, Bun, and Deno when svcplane itself
+ * sits in `node_modules` (a module loaded from JSR has no file to resolve from). Elsewhere, and on
+ * Workers, the two files are passed to the plane as they are.
  *
  * @module
  */
