@@ -11,7 +11,8 @@
  *   with `Authorization: Bearer <agent token>` (made at start); the plane calls orders for it
  *   with a delegated token.
  * - The REST facade: `GET /orders/items`, `POST /orders/reservations` and
- *   `GET /ledger/accounts/{account}/balance`, described at `/openapi.json`. The plane's
+ *   `GET /ledger/accounts/{account}/balance`, described at `/openapi.json` and browsable at
+ *   `/reference` (Swagger UI, served by the plane from the installed package). The plane's
  *   invocation middleware accepts one demo bearer credential (made at start) and calls the
  *   services on behalf of the user `demo-user` (an API key).
  * - The plane's public RPC broker at `/rpc`: a CLI user with the same demo credential calls
@@ -44,7 +45,12 @@ import {
   svcErrorInfo,
   websocketRpc,
 } from '../mod.ts';
-import { nodeWebSocketFactory, type ServedServer, serveNode } from '../src/adapters/node.ts';
+import {
+  nodeWebSocketFactory,
+  type ServedServer,
+  serveNode,
+  swaggerUiAssets,
+} from '../src/adapters/node.ts';
 
 const PLANE_ID = 'demo-plane';
 
@@ -58,7 +64,8 @@ export interface TourStep {
 
 /** A running demo deployment. */
 export interface DemoDeployment {
-  urls: { plane: string; orders: string; ledger: string; openapi: string };
+  /** The servers, the OpenAPI document and the API reference page. */
+  urls: { plane: string; orders: string; ledger: string; openapi: string; reference: string };
   /** The two callers' plane credentials, made at start (for the CLI and its tests). */
   callers: {
     billing: { serviceId: 'billing'; clientId: string; clientSecret: string };
@@ -317,6 +324,8 @@ export async function startDemo(): Promise<DemoDeployment> {
         title: 'svcplane demo',
         security: [{ demoBearer: [] }],
         securitySchemes: { demoBearer: { type: 'http', scheme: 'bearer' } },
+        // The API reference page at /reference, from the installed swagger-ui-dist.
+        reference: { assets: swaggerUiAssets() },
       },
       publicOrigin: planeUrl,
       log: false,
@@ -538,6 +547,7 @@ export async function startDemo(): Promise<DemoDeployment> {
         orders: ordersServer.url,
         ledger: ledgerServer.url,
         openapi: `${planeUrl}/openapi.json`,
+        reference: `${planeUrl}/reference`,
       },
       callers: {
         billing: { serviceId: 'billing', clientId: 'billing-client', clientSecret: hmacSecret },

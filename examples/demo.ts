@@ -17,15 +17,17 @@ const addresses: [string, string][] = [
   ['control plane', demo.urls.plane],
   ['  JWKS', `${demo.urls.plane}/.well-known/svc/jwks.json`],
   ['  token endpoint', `${demo.urls.plane}/.well-known/svc/capability-token`],
+  ['  REST', demo.rest.curl],
   ['  MCP endpoint', demo.mcp.url],
+  ['  MCP header', demo.mcp.header],
   ['  RPC broker', `${demo.urls.plane}/rpc`],
   ['  OpenAPI 3.2', demo.urls.openapi],
+  ['  API reference', demo.urls.reference],
   ['orders', `${demo.urls.orders}/.well-known/svc/service.json`],
   ['ledger (ingress)', `${demo.urls.ledger}/.well-known/svc/service.json`],
 ];
 console.log('svcplane demo, serving on 127.0.0.1');
 for (const [label, url] of addresses) console.log(`  ${label.padEnd(18)} ${url}`);
-console.log(`  ${'  MCP header'.padEnd(18)} ${demo.mcp.header}`);
 console.log('');
 
 const steps = await demo.runTour();

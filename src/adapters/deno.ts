@@ -24,6 +24,7 @@ import {
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
 export { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
+export { swaggerUiAssets } from './swagger-ui-assets.ts';
 export type { WsWebSocketFactoryOptions } from './ws-client.ts';
 
 /**

@@ -32,6 +32,7 @@ import {
 
 export type { FetchTarget, ServedServer, ServeOptions } from './serve-target.ts';
 export { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
+export { swaggerUiAssets } from './swagger-ui-assets.ts';
 export { WEBSOCKET_CLOSE_GRACE_MS } from './websocket-close-grace.ts';
 export type { WsWebSocketFactoryOptions } from './ws-client.ts';
 

@@ -80,8 +80,9 @@ export interface ControlPlaneOptions {
   /**
    * `GET /openapi.json`, the OpenAPI 3.2 document of the REST facade: `security` and
    * `securitySchemes` (the authentication invocation middleware performs; nothing is invented
-   * without them), where the generated document is cached, `title`, `version`. Served by
-   * default; `false` leaves it unmounted.
+   * without them), where the generated document is cached, `title`, `version`, and
+   * `reference` (a Swagger UI page over it at `/reference`). Served by default; `false` leaves
+   * it unmounted.
    */
   openapi?: OpenApiOption | false;
   /**

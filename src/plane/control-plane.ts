@@ -34,6 +34,7 @@ import {
 } from './issuer.ts';
 import { resolveDiscoveryCaches } from './registry-cache.ts';
 import { mountOpenApi, OPENAPI_PATH } from './rest/openapi-route.ts';
+import { mountReference, referenceRoutePaths } from './reference/mount-reference.ts';
 import { planeRequestFailed } from './request-failure.ts';
 import {
   checkSigningKeyEntries,
@@ -252,15 +253,29 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     (c) => tokenEndpoint(c.req.raw, contextRequestId(c), c),
   );
 
+  // The reference page's paths are the plane's too: no REST route or broker may take them.
+  const reference = resolved.openapi?.reference;
+  const planePaths = reference === undefined
+    ? RESERVED_PLANE_PATHS
+    : [...RESERVED_PLANE_PATHS, ...referenceRoutePaths(reference.path)];
   if (resolved.openapi !== undefined) {
     mountOpenApi(app, {
       catalog,
       options: resolved.openapi,
       publicOrigins: resolved.publicOrigins,
-      planePaths: RESERVED_PLANE_PATHS,
+      planePaths,
       ...(resolved.httpCache !== undefined ? { httpCache: resolved.httpCache } : {}),
       log,
     });
+    if (reference !== undefined) {
+      mountReference(app, {
+        reference,
+        openApiPath: OPENAPI_PATH,
+        title: resolved.openapi.title,
+        publicOrigins: resolved.publicOrigins,
+        reservedPaths: RESERVED_PLANE_PATHS,
+      });
+    }
   }
 
   const sessions = createInProcessSessions({
@@ -282,7 +297,7 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     withInvocationMiddleware: createInvocationMiddlewareRunner(resolved.invocationMiddleware, log),
     log,
     options: resolved,
-    reservedPaths: RESERVED_PLANE_PATHS,
+    reservedPaths: planePaths,
     catalog,
   };
   if (resolved.mcp !== false) mountMcpEndpoint(app, frontDoors);
@@ -290,14 +305,14 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
   // the plane's own routes: they answer first, and the facade never reads their paths.
   const brokerPath = mountBroker(app, {
     ...frontDoors,
-    reservedPaths: RESERVED_PLANE_PATHS.filter((path) => path !== DEFAULT_RPC_PATH),
+    reservedPaths: planePaths.filter((path) => path !== DEFAULT_RPC_PATH),
     rpc: options.rpc,
   });
   mountRestFacade(
     app,
-    brokerPath === undefined || RESERVED_PLANE_PATHS.includes(brokerPath)
+    brokerPath === undefined || planePaths.includes(brokerPath)
       ? frontDoors
-      : { ...frontDoors, reservedPaths: [...RESERVED_PLANE_PATHS, brokerPath] },
+      : { ...frontDoors, reservedPaths: [...planePaths, brokerPath] },
   );
 
   return {

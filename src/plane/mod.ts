@@ -13,6 +13,13 @@ export {
 } from './control-plane.ts';
 export type { ControlPlaneOptions } from './control-plane-options.ts';
 export type { OpenApiOption, OpenApiSecurityRequirementOption } from './openapi-options.ts';
+export {
+  DEFAULT_REFERENCE_PATH,
+  type ReferenceAssetBody,
+  type ReferenceAssetFiles,
+  type ReferenceAssets,
+  type ReferenceOption,
+} from './reference/reference-option.ts';
 export type { PublicOriginOption } from './public-origin.ts';
 export type { McpOptions, McpStreamLimits } from './mcp-options.ts';
 export {

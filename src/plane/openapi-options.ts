@@ -1,12 +1,18 @@
 /**
  * The plane option `openapi`: what `GET /openapi.json` says beyond the catalog (the
- * authentication invocation middleware really performs, a title, a version) and where the
- * generated document is kept. Validated at construction; a key nobody reads is refused.
+ * authentication invocation middleware really performs, a title, a version), where the
+ * generated document is kept, and the reference page over it. Validated at construction; a key
+ * nobody reads is refused.
  *
  * @module
  */
 import { describeConfigValue, isPlainObject, refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
+import {
+  type ReferenceOption,
+  type ResolvedReferenceOption,
+  resolveReferenceOption,
+} from './reference/reference-option.ts';
 import {
   isRegistryCache,
   isValidRegistryCacheTtl,
@@ -37,6 +43,12 @@ export interface OpenApiOption {
   title?: string;
   /** `info.version`. Default: the services' versions, `<id>@<version>` sorted and joined. */
   version?: string;
+  /**
+   * An offline API reference page (Swagger UI) over the document, at `/reference` unless
+   * `path` says otherwise: `{ assets: swaggerUiAssets() }` with `swaggerUiAssets` from
+   * `svcplane/node` (Node, Deno, Bun), or Swagger UI's two files as text on Workers. Default none.
+   */
+  reference?: ReferenceOption;
 }
 
 /** The `openapi` option after validation; `undefined` stands for `openapi: false`. */
@@ -48,6 +60,8 @@ export interface ResolvedOpenApiOptions {
   cacheTtlSeconds: number;
   title: string;
   version?: string;
+  /** `undefined`: no reference page. */
+  reference?: ResolvedReferenceOption;
 }
 
 /** How long a generated OpenAPI document is cached when `cacheTtlSeconds` is not given. */
@@ -60,6 +74,7 @@ const OPENAPI_OPTIONS: readonly string[] = [
   'cacheTtlSeconds',
   'title',
   'version',
+  'reference',
 ];
 
 const SECURITY_SCHEME_TYPES: readonly string[] = [
@@ -173,6 +188,7 @@ export function resolveOpenApiOptions(
   const schemes = securitySchemes(given.securitySchemes);
   const requirements = security(given.security, schemes);
   const version = text(given.version, '.version');
+  const reference = resolveReferenceOption(given.reference);
   return Object.freeze({
     ...(requirements !== undefined ? { security: requirements } : {}),
     ...(schemes !== undefined ? { securitySchemes: schemes } : {}),
@@ -180,5 +196,6 @@ export function resolveOpenApiOptions(
     cacheTtlSeconds: ttl(given.cacheTtlSeconds),
     title: text(given.title, '.title') ?? `${planeId} API`,
     ...(version !== undefined ? { version } : {}),
+    ...(reference !== undefined ? { reference } : {}),
   });
 }

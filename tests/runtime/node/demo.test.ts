@@ -36,7 +36,7 @@ test('the demo tour succeeds at every step, on loopback servers', BOUND, async (
   const demo = await startDemo();
   try {
     for (const url of Object.values(demo.urls)) {
-      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+(\/openapi\.json)?$/);
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+(\/openapi\.json|\/reference)?$/);
     }
     const steps = await demo.runTour();
     assert.equal(steps.length, 11);
@@ -86,6 +86,26 @@ test('npm start with DEMO_EXIT_AFTER_TOUR=1 prints the tour and exits 0', BOUND,
   assert.doesNotMatch(result.stdout, /FAILED/);
   assert.match(result.stdout, /tour: all 11 steps OK/);
   assert.match(result.stdout, /OpenAPI 3\.2\s+http:\/\/127\.0\.0\.1:\d+\/openapi\.json/);
+  assert.match(result.stdout, /API reference\s+http:\/\/127\.0\.0\.1:\d+\/reference\n/);
+  // One line per door before the tour, the REST one a curl command to paste.
+  const doors = result.stdout.slice(0, result.stdout.indexOf('OK '));
+  for (
+    const door of [
+      'JWKS',
+      'token endpoint',
+      'REST',
+      'OpenAPI 3.2',
+      'API reference',
+      'MCP endpoint',
+      'RPC broker',
+    ]
+  ) {
+    assert.match(doors, new RegExp(`^ {4}${door}\\s+\\S`, 'm'), door);
+  }
+  assert.match(
+    doors,
+    /REST\s+curl -s -H 'Authorization: Bearer [\w-]+' http:\/\/127\.0\.0\.1:\d+\//,
+  );
 });
 
 test('the demo keeps serving after the tour and exits 0 on SIGINT', BOUND, async () => {
