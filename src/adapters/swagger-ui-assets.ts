@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { SvcConfigurationError } from '../core/errors.ts';
 import type { ReferenceAssetFiles } from '../plane/reference/reference-option.ts';
 
-/** The package the files come from (a dependency of svcplane). */
+/** The package the files come from: an optional peer dependency, installed by whoever serves the page. */
 const SWAGGER_UI_PACKAGE = 'swagger-ui-dist';
 
 async function readPackageFile(name: keyof ReferenceAssetFiles): Promise<Uint8Array> {
