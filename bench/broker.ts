@@ -3,8 +3,8 @@
  * session with the same service, in the same run, over real loopback sockets (the runtime's
  * serving helper for both the plane and the service).
  *
- * The churn benchmark also reports whether memory and sockets stay flat: the heap after many
- * brokered calls and many brokered sessions opened and closed, and the plane's legs left open.
+ * Whether memory and sockets stay flat over many brokered calls and sessions is
+ * `bench/broker-flatness.ts`'s check (it needs a forced GC, so it runs on its own).
  */
 import { z } from 'zod';
 import { abilitySession, disposeAbilitySession } from '../src/caller/ability-session.ts';
@@ -23,7 +23,8 @@ import { compareThroughput } from './measure.ts';
 import type { Benchmark } from './run.ts';
 
 const PLANE_ID = 'bench-plane';
-const INPUT = { id: 'item-42', name: 'bench item', count: 42, tags: ['a', 'b'] };
+/** The echo ability's input. */
+export const INPUT = { id: 'item-42', name: 'bench item', count: 42, tags: ['a', 'b'] };
 type Item = typeof INPUT;
 interface Api {
   echo(input: Item): Item;
@@ -83,24 +84,30 @@ async function loopback(): Promise<Loopback> {
   return { serve: (target) => serveNode(target), createWebSocket: nodeWebSocketFactory() };
 }
 
-/** The plane's legs to the service: sockets it opened and sockets that closed. */
-interface LegSockets {
+/** Sockets opened and sockets that closed. */
+export interface SocketCount {
   opened: number;
   closed: number;
 }
 
-/** A plane with the broker and the service, both served; direct and brokered sessions to them. */
-async function deployment() {
+/**
+ * A plane with the broker and the service, both served; direct and brokered sessions to them.
+ * `legs` counts the plane's sockets to the service, `callerSockets` the brokered callers' sockets.
+ */
+export async function deployment() {
   const { serve, createWebSocket } = await loopback();
   const signingKey = await generateSigningKeyEntry({ kid: 'bench-broker' });
-  const legs: LegSockets = { opened: 0, closed: 0 };
+  const legs: SocketCount = { opened: 0, closed: 0 };
+  const callerSockets: SocketCount = { opened: 0, closed: 0 };
   const dial = createWebSocket ?? ((url: string) => new WebSocket(url));
-  const countingDial = (url: string) => {
+  const counting = (count: SocketCount) => (url: string) => {
     const socket = dial(url);
-    legs.opened++;
-    socket.addEventListener('close', () => legs.closed++);
+    count.opened++;
+    socket.addEventListener('close', () => count.closed++);
     return socket;
   };
+  const countingDial = counting(legs);
+  const callerDial = counting(callerSockets);
   let serviceUrl = '';
   const plane = createControlPlane({
     id: PLANE_ID,
@@ -149,6 +156,7 @@ async function deployment() {
   const serviceRoute = `${servedService.url}/rpc/bench.echo`;
   return {
     legs,
+    callerSockets,
     directSocket: () =>
       direct(websocketRpc(serviceRoute, createWebSocket ? { createWebSocket } : {})),
     directBatch: () => direct(httpBatchRpc(serviceRoute)),
@@ -159,7 +167,7 @@ async function deployment() {
         abilityId: 'bench.echo',
         scopes: ['bench.read'],
         transport,
-        ...(transport === 'websocket' && createWebSocket ? { createWebSocket } : {}),
+        ...(transport === 'websocket' ? { createWebSocket: callerDial } : {}),
       }),
     async close() {
       await Promise.all([servedPlane.close(), servedService.close()]);
@@ -174,25 +182,13 @@ async function drain(stream: ReadableStream<{ i: number }>, expected: number): P
   if (seen !== expected) throw new Error(`stream delivered ${seen} of ${expected} items`);
 }
 
-function check(output: Item): void {
+/** Throws unless `output` is the echo of {@link INPUT}. */
+export function check(output: Item): void {
   if (output.count !== INPUT.count) throw new Error('echo returned the wrong value');
 }
 
-function heapUsed(): number {
-  const runtime = globalThis as {
-    Deno?: { memoryUsage(): { heapUsed: number } };
-    process?: { memoryUsage(): { heapUsed: number } };
-    gc?: () => void;
-  };
-  runtime.gc?.();
-  return (runtime.Deno?.memoryUsage() ?? runtime.process?.memoryUsage())?.heapUsed ?? 0;
-}
-
-/** Calls and sessions for the flatness check (scaled down from 100 000 and 1 000 for 2 busy cores). */
-const CHURN_CALLS = 20_000;
-const CHURN_SESSIONS = 300;
-
-type Deployment = Awaited<ReturnType<typeof deployment>>;
+/** What {@link deployment} returns. */
+export type Deployment = Awaited<ReturnType<typeof deployment>>;
 
 async function unaryPair(fx: Deployment, transport: 'websocket' | 'http-batch') {
   const brokered = fx.brokered(transport);
@@ -270,7 +266,7 @@ export const benchmarks: Benchmark[] = [
     },
   },
   {
-    name: `brokered WebSocket sessions opened, called once, closed (vs direct; heap/legs flat)`,
+    name: 'brokered WebSocket sessions opened, called once, closed (vs direct)',
     target: 0.3,
     async run() {
       const fx = await deployment();
@@ -285,24 +281,6 @@ export const benchmarks: Benchmark[] = [
         disposeAbilitySession(session);
       };
       try {
-        // Flatness: many calls on one brokered session, then many sessions opened and closed.
-        const long = fx.brokered('websocket');
-        check(await long.echo(INPUT));
-        const heapBefore = heapUsed();
-        for (let i = 0; i < CHURN_CALLS; i++) check(await long.echo(INPUT));
-        const heapAfterCalls = heapUsed();
-        disposeAbilitySession(long);
-        for (let i = 0; i < CHURN_SESSIONS; i++) await brokeredSession();
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        const heapAfterSessions = heapUsed();
-        const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-        console.log(
-          `  flatness: heap ${mib(heapBefore)} → ${mib(heapAfterCalls)} after ${CHURN_CALLS} ` +
-            `brokered calls → ${
-              mib(heapAfterSessions)
-            } after ${CHURN_SESSIONS} brokered sessions; ` +
-            `plane legs opened ${fx.legs.opened}, still open ${fx.legs.opened - fx.legs.closed}`,
-        );
         return await compareThroughput(
           async (count) => {
             for (let i = 0; i < count; i++) await brokeredSession();

@@ -4,8 +4,8 @@
  *
  * Over an HTTP-batch caller a streaming method is refused with 405 (contract: Streaming r3); over
  * a session caller a stream is relayed item by item with flow control in both directions (the
- * relay pulls one item when the caller's side asks for one) and a cancel travels back to the
- * service. Disposing the stub (the caller released it, or its session ended) closes the leg.
+ * relay reads a bounded number of items ahead of the caller's side) and a cancel travels back to
+ * the service. Disposing the stub (the caller released it, or its session ended) closes the leg.
  *
  * @module
  */
@@ -29,24 +29,32 @@ export interface BrokeredAbilityState {
 const states = new WeakMap<object, BrokeredAbilityState>();
 
 /**
- * Items the broker reads ahead of its caller: enough to keep both hops busy, few enough that a
- * caller who stops reading stops the service's producer soon after.
+ * Items the broker reads ahead of its caller: enough that a burst of items arriving from the
+ * service is acknowledged and relayed in one go rather than in turns with the caller's reads, few
+ * enough that a caller who stops reading stops the service's producer soon after (this many items
+ * wait at the plane, beside what Cap'n Web's own byte windows hold in flight on each hop).
  */
-const RELAY_AHEAD_ITEMS = 16;
+const RELAY_AHEAD_ITEMS = 256;
 
 /**
  * A stream the broker's session can send: Cap'n Web serialises only streams whose prototype is
  * exactly `ReadableStream`, and the leg's stream is a subclass. It reads at most
  * {@link RELAY_AHEAD_ITEMS} ahead of its reader, so a slow caller slows the service's producer,
- * and a cancel reaches the leg.
+ * and a cancel reaches the leg. One pull reads until the read-ahead is full, so a burst of items
+ * costs one pull rather than one each.
  */
 function relayedStream(source: ReadableStream<unknown>): ReadableStream<unknown> {
   const reader = source.getReader();
   return new ReadableStream<unknown>({
     async pull(controller) {
-      const next = await reader.read();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
+      do {
+        const next = await reader.read();
+        if (next.done) {
+          controller.close();
+          return;
+        }
+        controller.enqueue(next.value);
+      } while ((controller.desiredSize ?? 0) > 0);
     },
     cancel: (reason) => reader.cancel(reason),
   }, { highWaterMark: RELAY_AHEAD_ITEMS });
@@ -60,7 +68,33 @@ function streamNeedsSession(abilityId: string, method: string): SvcInternalError
   );
 }
 
-async function callThrough(
+/** A streamed result relayed; anything else as it came. */
+function relayed(result: unknown): unknown {
+  return result instanceof ReadableStream ? relayedStream(result) : result;
+}
+
+/** Why a call cannot go through now, if it cannot. */
+function refusal(
+  state: BrokeredAbilityState | undefined,
+  abilityId: string,
+  method: string,
+  streams: boolean,
+): Error | undefined {
+  if (state === undefined) return new SvcInternalError('Brokered ability stub is disposed');
+  if (streams && state.callerBatch) return streamNeedsSession(abilityId, method);
+  if (state.deadline !== undefined && Date.now() >= state.deadline) {
+    return new SvcTimeoutError(`The budget for ${abilityId}.${method} ran out at the broker`, {
+      reason: 'budget_exhausted',
+    });
+  }
+  return undefined;
+}
+
+/**
+ * One call through the leg. A unary result is the leg's own promise, handed on as it is (no
+ * promise of ours per call); a streamed one is relayed.
+ */
+function callThrough(
   target: object,
   abilityId: string,
   method: string,
@@ -68,17 +102,12 @@ async function callThrough(
   input: unknown,
 ): Promise<unknown> {
   const state = states.get(target);
-  if (state === undefined) throw new SvcInternalError('Brokered ability stub is disposed');
-  if (streams && state.callerBatch) throw streamNeedsSession(abilityId, method);
-  if (state.deadline !== undefined && Date.now() >= state.deadline) {
-    throw new SvcTimeoutError(`The budget for ${abilityId}.${method} ran out at the broker`, {
-      reason: 'budget_exhausted',
-    });
-  }
-  const result = await (state.session as Record<string, (input: unknown) => Promise<unknown>>)[
-    method
-  ](input);
-  return result instanceof ReadableStream ? relayedStream(result) : result;
+  const refused = refusal(state, abilityId, method, streams);
+  if (refused !== undefined) return Promise.reject(refused);
+  const result = (state!.session as Record<string, (input: unknown) => Promise<unknown>>)[method](
+    input,
+  );
+  return streams ? result.then(relayed) : result;
 }
 
 // One class per published method set: Cap'n Web calls only methods on a target's prototype.
