@@ -403,6 +403,19 @@ export async function verifyCapabilityToken(
   token: unknown,
   options: VerifyCapabilityTokenOptions,
 ): Promise<VerifiedCapabilityToken> {
+  return verifiedResult(await verifyCapabilityClaims(token, options));
+}
+
+/**
+ * {@link verifyCapabilityToken} without building an identity: the verified, frozen claims, with
+ * the same refusals. A token verified before answers with the very claims object it answered
+ * with then (until its verification leaves the cache), so a caller may key what it derives from
+ * the claims on that object.
+ */
+export async function verifyCapabilityClaims(
+  token: unknown,
+  options: VerifyCapabilityTokenOptions,
+): Promise<CapabilityTokenClaims> {
   checkOptions(options);
   if (typeof token !== 'string' || token.length === 0) {
     refuse('token_missing', 'A capability token is required');
@@ -422,7 +435,7 @@ export async function verifyCapabilityToken(
     if ((await lookUpKey(options.keys, cached.kid)) === cached.key) {
       checkIssuerAndAudience(cached.claims, options);
       checkTimeClaims(cached.claims, nowMs / 1000);
-      return verifiedResult(cached.claims);
+      return cached.claims;
     }
     // The key left the key set or changed: forget the verification and decide afresh.
     cache.delete(token);
@@ -449,5 +462,5 @@ export async function verifyCapabilityToken(
     claims,
     expiresAtMs: (claims.exp + CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS) * 1000,
   });
-  return verifiedResult(claims);
+  return claims;
 }

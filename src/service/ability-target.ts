@@ -56,8 +56,8 @@ type AnyAbility = AbilityDefinition<any>;
 type TargetClass = new () => RpcTarget;
 
 /**
- * A session as the wrapper keeps it. Handlers get `identity`, frozen; the scope check reads
- * `grantedScopes`, a copy no handler is ever given.
+ * A session as the wrapper keeps it. Handlers get `identity`, deeply frozen; the scope check
+ * reads `grantedScopes`, its frozen scope list, which no one can change.
  */
 interface SessionCallContext extends AbilityCallContext {
   readonly grantedScopes: readonly string[];
@@ -447,12 +447,10 @@ export function createAbilityTarget<A extends AnyAbility>(
   }
   const TargetClass = targetClassFor(ability);
   const target = new TargetClass();
-  callContexts.set(target, {
-    ...session,
-    // Copies taken before any handler exists: what a handler does to the identity it is
-    // handed, or the caller to the object it passed in, reaches no later call's check.
-    identity: frozenIdentity(session.identity),
-    grantedScopes: Object.freeze([...session.identity.scopes]),
-  });
+  // A deeply frozen identity, taken before any handler exists (an identity frozen already, one
+  // per verified token, is shared as it is): nothing a handler or the caller does to the object
+  // it holds reaches a later call's check. Its frozen scopes are what the check reads.
+  const identity = frozenIdentity(session.identity);
+  callContexts.set(target, { ...session, identity, grantedScopes: identity.scopes });
   return target as AbilityTarget<A>;
 }
