@@ -363,7 +363,13 @@ function checkTimeClaims(claims: CapabilityTokenClaims, nowSeconds: number): voi
 
 const VERIFY_OPTIONS: readonly string[] = ['keys', 'issuer', 'audience', 'now'];
 
+// Options objects that passed the checks (a service verifies every request with one): the checks
+// are of configuration, so they need not walk the object again. What they compare claims with is
+// read afresh on every verification.
+const checkedOptions = new WeakSet<object>();
+
 function checkOptions(options: VerifyCapabilityTokenOptions): void {
+  if (checkedOptions.has(options)) return;
   if (
     options === null || typeof options !== 'object' || typeof options.keys?.getKey !== 'function'
   ) {
@@ -376,6 +382,7 @@ function checkOptions(options: VerifyCapabilityTokenOptions): void {
   if (typeof options.audience !== 'string' || options.audience.length === 0) {
     throw new SvcConfigurationError('verifyCapabilityToken needs a non-empty options.audience');
   }
+  checkedOptions.add(options);
 }
 
 function verifiedResult(claims: CapabilityTokenClaims): VerifiedCapabilityToken {
