@@ -414,6 +414,29 @@ export async function verifyCapabilityToken(
 }
 
 /**
+ * Checks again, without waiting, a token this key set verified before: its kid still names the
+ * key that verified it, and issuer, audience and time claims hold now. Returns its frozen claims;
+ * throws the verifier's refusal; `undefined` when that cannot be told synchronously (the token
+ * is not remembered, or the key set cannot answer at once): then call
+ * {@link verifyCapabilityClaims}, which decides every case.
+ */
+export function recheckVerifiedToken(
+  token: string,
+  options: VerifyCapabilityTokenOptions,
+): CapabilityTokenClaims | undefined {
+  checkOptions(options);
+  const nowMs = options.now === undefined ? Date.now() : options.now();
+  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs)) return undefined;
+  const cached = verifiedTokenCacheFor(options.keys).get(token, nowMs);
+  if (cached === undefined || options.keys.currentKey?.(cached.kid) !== cached.key) {
+    return undefined;
+  }
+  checkIssuerAndAudience(cached.claims, options);
+  checkTimeClaims(cached.claims, nowMs / 1000);
+  return cached.claims;
+}
+
+/**
  * {@link verifyCapabilityToken} without building an identity: the verified, frozen claims, with
  * the same refusals. A token verified before answers with the very claims object it answered
  * with then (until its verification leaves the cache), so a caller may key what it derives from

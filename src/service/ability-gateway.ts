@@ -8,6 +8,7 @@
 import { RpcTarget } from 'capnweb';
 import { CapabilityAuthError } from '../core/errors.ts';
 import {
+  recheckVerifiedToken,
   verifyCapabilityClaims,
   type VerifyCapabilityTokenOptions,
 } from '../core/capability-token.ts';
@@ -126,7 +127,11 @@ export class AbilityGateway extends RpcTarget {
       // the service's JWKS changed), so expiry and key revocation end what the token allowed.
       // An HTTP-batch authenticates with every request and needs no second look.
       ...(transport !== 'http-batch'
-        ? { recheckToken: () => verifyCapabilityClaims(token, verifyOptions) }
+        ? {
+          recheckToken: () =>
+            recheckVerifiedToken(token as string, verifyOptions) ??
+              verifyCapabilityClaims(token, verifyOptions),
+        }
         : {}),
       ...(this.#context.callerDeadlineEndsAt !== undefined
         ? { callerDeadlineEndsAt: this.#context.callerDeadlineEndsAt }

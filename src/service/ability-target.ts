@@ -390,7 +390,11 @@ async function openStream(
 function callAbilityMethod(plan: MethodPlan, target: unknown, args: unknown[]): unknown {
   const call = callContextOf(target, plan.label);
   if (call.recheckToken === undefined) return callAuthorized(plan, call, args);
-  return call.recheckToken().then(() => callAuthorized(plan, call, args));
+  // Decided at once when it can be (the usual case): a synchronous result stays synchronous.
+  const rechecked = call.recheckToken();
+  return isThenable(rechecked)
+    ? Promise.resolve(rechecked).then(() => callAuthorized(plan, call, args))
+    : callAuthorized(plan, call, args);
 }
 
 /** Runs one call whose token holds: refusals first, then the handler. */
