@@ -10,7 +10,7 @@
  * @module
  */
 import { RpcSession, type RpcTransport } from 'capnweb';
-import { readBoundedText } from '../../core/bounded-body.ts';
+import { discardBody, markServerFramedBody, readBoundedText } from '../../core/bounded-body.ts';
 import { refuseUnknownKeys } from '../../core/config-values.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
 import {
@@ -353,11 +353,19 @@ export function httpBatchRpc(
           false,
         );
       }
-      // The global fetch builds its own request from these: no `Request` of ours first.
-      return openBatch(
-        (body, signal) => fetch(url, { method: 'POST', body, headers, signal, redirect: 'manual' }),
-        true,
-      );
+      // The global fetch builds its own request from these: no `Request` of ours first. Its
+      // HTTP parser frames the answer, so a declared length within the limit is read whole.
+      return openBatch(async (body, signal) => {
+        const response = await fetch(url, {
+          method: 'POST',
+          body,
+          headers,
+          signal,
+          redirect: 'manual',
+        });
+        markServerFramedBody(response, () => discardBody(response));
+        return response;
+      }, true);
     },
   };
 }
