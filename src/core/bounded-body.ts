@@ -33,19 +33,31 @@ interface FramedBody {
   arrayBuffer(): Promise<ArrayBuffer>;
 }
 
-const serverFramed = new WeakMap<object, () => void>();
+// A private symbol, so no one else can mark a body. A property rather than a weak map entry:
+// an entry per request keeps the request alive through the garbage collector's young-generation
+// passes, which costs more than reading the body.
+const SERVER_FRAMED = Symbol('svcplane.serverFramedBody');
+
+function abandonOfServerFramed(message: object): (() => void) | undefined {
+  return (message as { [SERVER_FRAMED]?: () => void })[SERVER_FRAMED];
+}
 
 /**
- * Marks `message` as a request the serving runtime's HTTP parser frames: it never delivers more
- * body bytes than a declared `Content-Length`. Such a body, declared within a read's limit, is
- * read whole through the runtime's own fast path rather than chunk by chunk through its stream
- * (on Node, building that stream costs several times the read itself). `abandon` ends the
- * connection's body when the read times out, as cancelling its stream would. Serving helpers
- * call it; a `Request` built in process (whose stream may be longer than its header says) is
- * never marked, and is read counting every chunk.
+ * Marks `message` as a body the runtime's HTTP parser frames: it never delivers more body bytes
+ * than a declared `Content-Length` (a request a serving helper received, a response the global
+ * `fetch` received). Such a body, declared within a read's limit and not content-encoded (a
+ * decoded body can be far longer than its declared length), is read whole through the runtime's
+ * own fast path rather than chunk by chunk through its stream (on Node, building that stream
+ * costs several times the read itself). `abandon` ends the connection's body when the read times
+ * out, as cancelling its stream would. A `Request` or `Response` built in process (whose stream
+ * may be longer than its header says) is never marked, and is read counting every chunk.
  */
 export function markServerFramedBody(message: FramedBody, abandon: () => void): void {
-  serverFramed.set(message, abandon);
+  try {
+    Object.defineProperty(message, SERVER_FRAMED, { value: abandon, enumerable: false });
+  } catch {
+    // An object that takes no property (frozen by its runtime) is read counting every chunk.
+  }
 }
 
 /**
@@ -56,6 +68,8 @@ function declaredWithin(message: BodyWithHeaders, maxBytes: number): number | un
   const declared = message.headers.get('content-length');
   if (declared === null || !/^[0-9]+$/.test(declared)) return undefined;
   if (message.headers.has('transfer-encoding')) return undefined;
+  const coding = message.headers.get('content-encoding');
+  if (coding !== null && coding.trim().toLowerCase() !== 'identity') return undefined;
   const length = Number(declared);
   return length <= maxBytes ? length : undefined;
 }
@@ -138,7 +152,7 @@ export async function readBoundedBytes(
     discardBody(message);
     return undefined;
   }
-  const abandon = serverFramed.get(message);
+  const abandon = abandonOfServerFramed(message);
   if (abandon !== undefined && declaredWithin(message, maxBytes) !== undefined) {
     return readFramed(message as unknown as FramedBody, abandon, maxBytes, options.timeoutMs);
   }

@@ -15,6 +15,12 @@ import { SvcConfigurationError } from './errors.ts';
 export interface CapabilityKeySet {
   /** The ES256 verification key published under `kid`, or `undefined` when none is. */
   getKey(kid: string): Promise<CryptoKey | undefined>;
+  /**
+   * What `getKey(kid)` would answer, when the set can tell without waiting (its keys are in hand
+   * and current); `undefined` otherwise, and then the verifier asks `getKey`. Optional: it lets a
+   * session check its token again on every call without a promise per call.
+   */
+  currentKey?(kid: string): CryptoKey | undefined;
 }
 
 /** A published capability verification key: the public members of a P-256 JWK. */
@@ -189,6 +195,7 @@ export function capabilityKeySetFromImported(keys: ImportedCapabilityKeys): Capa
     getKey(kid: string): Promise<CryptoKey | undefined> {
       return Promise.resolve(typeof kid === 'string' ? keys.get(kid)?.key : undefined);
     },
+    currentKey: (kid: string) => typeof kid === 'string' ? keys.get(kid)?.key : undefined,
   };
 }
 

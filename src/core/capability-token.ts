@@ -363,7 +363,13 @@ function checkTimeClaims(claims: CapabilityTokenClaims, nowSeconds: number): voi
 
 const VERIFY_OPTIONS: readonly string[] = ['keys', 'issuer', 'audience', 'now'];
 
+// Options objects that passed the checks (a service verifies every request with one): the checks
+// are of configuration, so they need not walk the object again. What they compare claims with is
+// read afresh on every verification.
+const checkedOptions = new WeakSet<object>();
+
 function checkOptions(options: VerifyCapabilityTokenOptions): void {
+  if (checkedOptions.has(options)) return;
   if (
     options === null || typeof options !== 'object' || typeof options.keys?.getKey !== 'function'
   ) {
@@ -376,6 +382,7 @@ function checkOptions(options: VerifyCapabilityTokenOptions): void {
   if (typeof options.audience !== 'string' || options.audience.length === 0) {
     throw new SvcConfigurationError('verifyCapabilityToken needs a non-empty options.audience');
   }
+  checkedOptions.add(options);
 }
 
 function verifiedResult(claims: CapabilityTokenClaims): VerifiedCapabilityToken {
@@ -403,6 +410,42 @@ export async function verifyCapabilityToken(
   token: unknown,
   options: VerifyCapabilityTokenOptions,
 ): Promise<VerifiedCapabilityToken> {
+  return verifiedResult(await verifyCapabilityClaims(token, options));
+}
+
+/**
+ * Checks again, without waiting, a token this key set verified before: its kid still names the
+ * key that verified it, and issuer, audience and time claims hold now. Returns its frozen claims;
+ * throws the verifier's refusal; `undefined` when that cannot be told synchronously (the token
+ * is not remembered, or the key set cannot answer at once): then call
+ * {@link verifyCapabilityClaims}, which decides every case.
+ */
+export function recheckVerifiedToken(
+  token: string,
+  options: VerifyCapabilityTokenOptions,
+): CapabilityTokenClaims | undefined {
+  checkOptions(options);
+  const nowMs = options.now === undefined ? Date.now() : options.now();
+  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs)) return undefined;
+  const cached = verifiedTokenCacheFor(options.keys).get(token, nowMs);
+  if (cached === undefined || options.keys.currentKey?.(cached.kid) !== cached.key) {
+    return undefined;
+  }
+  checkIssuerAndAudience(cached.claims, options);
+  checkTimeClaims(cached.claims, nowMs / 1000);
+  return cached.claims;
+}
+
+/**
+ * {@link verifyCapabilityToken} without building an identity: the verified, frozen claims, with
+ * the same refusals. A token verified before answers with the very claims object it answered
+ * with then (until its verification leaves the cache), so a caller may key what it derives from
+ * the claims on that object.
+ */
+export async function verifyCapabilityClaims(
+  token: unknown,
+  options: VerifyCapabilityTokenOptions,
+): Promise<CapabilityTokenClaims> {
   checkOptions(options);
   if (typeof token !== 'string' || token.length === 0) {
     refuse('token_missing', 'A capability token is required');
@@ -422,7 +465,7 @@ export async function verifyCapabilityToken(
     if ((await lookUpKey(options.keys, cached.kid)) === cached.key) {
       checkIssuerAndAudience(cached.claims, options);
       checkTimeClaims(cached.claims, nowMs / 1000);
-      return verifiedResult(cached.claims);
+      return cached.claims;
     }
     // The key left the key set or changed: forget the verification and decide afresh.
     cache.delete(token);
@@ -449,5 +492,5 @@ export async function verifyCapabilityToken(
     claims,
     expiresAtMs: (claims.exp + CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS) * 1000,
   });
-  return verifiedResult(claims);
+  return claims;
 }

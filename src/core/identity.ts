@@ -51,13 +51,17 @@ function frozenSubject(subject: DelegatedSubject): DelegatedSubject {
   return Object.freeze({ ...subject });
 }
 
+// Identities this module froze: freezing one again would only copy it.
+const frozenIdentities = new WeakSet<VerifiedIdentity>();
+
 /**
  * A deeply frozen copy of `identity`, for handing to handlers: every call of a session shares
  * one identity, so anything a handler could change in it would reach the calls after it.
  * `expiresAt` reads as a fresh `Date` each time, because freezing a `Date` leaves its setters
- * working.
+ * working. An identity this function returned comes back as it is.
  */
 export function frozenIdentity(identity: VerifiedIdentity): VerifiedIdentity {
+  if (frozenIdentities.has(identity)) return identity;
   const expiresAtMs = identity.expiresAt.getTime();
   const copy = {
     ...identity,
@@ -72,5 +76,7 @@ export function frozenIdentity(identity: VerifiedIdentity): VerifiedIdentity {
     enumerable: true,
     configurable: false,
   });
-  return Object.freeze(copy);
+  const frozen = Object.freeze(copy);
+  frozenIdentities.add(frozen);
+  return frozen;
 }

@@ -101,13 +101,32 @@ export const MAX_LOGGED_PATH_LENGTH = 1024;
  * characters, whatever length the runtime let through.
  */
 export function loggedRequestPath(url: string): string {
-  let path: string;
-  try {
-    path = new URL(url).pathname;
-  } catch {
-    path = '/';
+  let path = plainSerializedPath(url);
+  if (path === undefined) {
+    try {
+      path = new URL(url).pathname;
+    } catch {
+      path = '/';
+    }
   }
   return bounded(path, MAX_LOGGED_PATH_LENGTH);
+}
+
+// What may start a dot segment, written plainly or percent-encoded.
+const DOT_SEGMENT_HINT = /\/\.|%2e/i;
+
+// An http(s) URL's path, up to its query or fragment, in visible ASCII.
+const HTTP_URL_PATH = /^https?:\/\/[^/?#\\\s]*(\/[\x21-\x22\x24-\x3e\x40-\x7e]*)(?:[?#]|$)/;
+
+/**
+ * The path of a URL as a `Request` serialises it (every request's `url`), read from the text
+ * without parsing it again; `undefined` when the text holds anything the parser would rewrite (a
+ * backslash, a dot segment), which then takes the parser.
+ */
+function plainSerializedPath(url: string): string | undefined {
+  const path = HTTP_URL_PATH.exec(url)?.[1];
+  if (path === undefined || path.includes('\\') || DOT_SEGMENT_HINT.test(path)) return undefined;
+  return path;
 }
 
 function readString(read: () => unknown): string | undefined {

@@ -31,11 +31,11 @@ export interface AbilityCallContext {
   /** The transport the session runs on; streaming needs a session transport. */
   transport: 'http-batch' | 'websocket' | 'cloudflare-binding-rpc' | 'custom';
   /**
-   * Checks the session's token again before each call (expiry, key still published); rejects
-   * with the verifier's refusal. Set on session transports, where one authentication serves
-   * many calls.
+   * Checks the session's token again before each call (expiry, key still published): throws
+   * (or returns a promise that rejects) with the verifier's refusal; a promise when the check
+   * had to wait. Set on session transports, where one authentication serves many calls.
    */
-  recheckToken?: () => Promise<unknown>;
+  recheckToken?: () => unknown;
   /** Epoch ms at which the caller's budget runs out; `undefined` = no caller budget. */
   callerDeadlineEndsAt?: number;
   /** The service's `timeout.methodMs`: a ceiling in ms, `false` for none, default otherwise. */

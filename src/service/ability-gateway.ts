@@ -7,13 +7,18 @@
  */
 import { RpcTarget } from 'capnweb';
 import { CapabilityAuthError } from '../core/errors.ts';
-import { verifyCapabilityToken } from '../core/capability-token.ts';
+import {
+  recheckVerifiedToken,
+  verifyCapabilityClaims,
+  type VerifyCapabilityTokenOptions,
+} from '../core/capability-token.ts';
 import type { VerifiedIdentity } from '../core/identity.ts';
 import type { SvcLogEvent } from '../core/logging.ts';
 import type { AbilityDefinition } from './ability.ts';
 import { createAbilityTarget } from './ability-target.ts';
 import type { InboundRpcMetadata } from './inbound-metadata.ts';
 import { verifyCapabilityProof } from './proof-verify.ts';
+import { confirmedIdentityOf, verifiedIdentityOf } from './verified-identity.ts';
 import { warnOfVerificationTrouble } from './verification-warnings.ts';
 import type { ResolvedServiceOptions } from './service-options.ts';
 
@@ -58,6 +63,18 @@ function checkAccessClass(identity: VerifiedIdentity, ability: AbilityDefinition
   }
 }
 
+const verifyOptionsByService = new WeakMap<ResolvedServiceOptions, VerifyCapabilityTokenOptions>();
+
+/** What a service verifies tokens against, built once per service. */
+function verifyOptionsOf(service: ResolvedServiceOptions): VerifyCapabilityTokenOptions {
+  let options = verifyOptionsByService.get(service);
+  if (options === undefined) {
+    options = { keys: service.keys, issuer: service.issuer, audience: service.id };
+    verifyOptionsByService.set(service, options);
+  }
+  return options;
+}
+
 /** The RPC main object: `authenticate(token, proof?)` and nothing else. */
 export class AbilityGateway extends RpcTarget {
   #context: GatewayContext;
@@ -73,8 +90,8 @@ export class AbilityGateway extends RpcTarget {
    */
   async authenticate(token: unknown, proof?: unknown): Promise<RpcTarget> {
     const { ability, service, metadata, transport } = this.#context;
-    const verifyOptions = { keys: service.keys, issuer: service.issuer, audience: service.id };
-    const verified = await verifyCapabilityToken(token, verifyOptions).catch((error: unknown) => {
+    const verifyOptions = verifyOptionsOf(service);
+    const claims = await verifyCapabilityClaims(token, verifyOptions).catch((error: unknown) => {
       warnOfVerificationTrouble(error, token, {
         issuer: service.issuer,
         log: this.#context.log,
@@ -82,17 +99,18 @@ export class AbilityGateway extends RpcTarget {
       });
       throw error;
     });
-    const identity = verified.identity;
+    // One frozen identity per verified token, shared by every request presenting it.
+    let identity = verifiedIdentityOf(claims);
     checkIngress(identity, service.brokerServiceId);
     checkAccessClass(identity, ability);
-    if (verified.confirmationJkt !== undefined) {
+    if (claims.cnf !== undefined) {
       await verifyCapabilityProof(proof, {
         token: token as string,
-        jkt: verified.confirmationJkt,
+        jkt: claims.cnf.jkt,
         audience: service.id,
         abilityId: ability.id,
       });
-      identity.confirmation = { jkt: verified.confirmationJkt };
+      identity = confirmedIdentityOf(claims as typeof claims & { cnf: { jkt: string } });
     }
     // Forwarded connection info is advisory and only trusted on the brokered path.
     const connInfo = service.brokerServiceId !== undefined ? metadata.connInfo : undefined;
@@ -109,7 +127,11 @@ export class AbilityGateway extends RpcTarget {
       // the service's JWKS changed), so expiry and key revocation end what the token allowed.
       // An HTTP-batch authenticates with every request and needs no second look.
       ...(transport !== 'http-batch'
-        ? { recheckToken: () => verifyCapabilityToken(token, verifyOptions) }
+        ? {
+          recheckToken: () =>
+            recheckVerifiedToken(token as string, verifyOptions) ??
+              verifyCapabilityClaims(token, verifyOptions),
+        }
         : {}),
       ...(this.#context.callerDeadlineEndsAt !== undefined
         ? { callerDeadlineEndsAt: this.#context.callerDeadlineEndsAt }

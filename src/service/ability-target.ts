@@ -53,23 +53,41 @@ const REDACTED_PATH_KEY = '*';
 
 // deno-lint-ignore no-explicit-any
 type AnyAbility = AbilityDefinition<any>;
-type TargetClass = new () => RpcTarget;
+type TargetClass = new (call: SessionCallContext) => RpcTarget;
 
 /**
- * A session as the wrapper keeps it. Handlers get `identity`, frozen; the scope check reads
- * `grantedScopes`, a copy no handler is ever given.
+ * A session as the wrapper keeps it. Handlers get `identity`, deeply frozen; the scope check
+ * reads `grantedScopes`, its frozen scope list, which no one can change.
  */
 interface SessionCallContext extends AbilityCallContext {
   readonly grantedScopes: readonly string[];
 }
 
 const targetClasses = new WeakMap<AnyAbility, TargetClass>();
-// Kept outside the instance: Cap'n Web refuses to reach instance properties, and a private
-// side table also keeps the session out of anything a handler could enumerate.
-const callContexts = new WeakMap<object, SessionCallContext>();
+
+/**
+ * What every ability target is: the session it serves, in a private field. Cap'n Web reaches
+ * neither instance properties nor private fields, and nothing a handler could enumerate shows
+ * it. A field rather than a side table: a weak map entry per batch keeps the whole session alive
+ * through the garbage collector's young-generation passes, and that cost more than the batch.
+ */
+class AbilityTargetBase extends RpcTarget {
+  readonly #call: SessionCallContext;
+
+  constructor(call: SessionCallContext) {
+    super();
+    this.#call = call;
+  }
+
+  static callOf(target: unknown): SessionCallContext | undefined {
+    return target !== null && typeof target === 'object' && #call in target
+      ? (target as AbilityTargetBase).#call
+      : undefined;
+  }
+}
 
 function callContextOf(target: unknown, label: string): SessionCallContext {
-  const call = target !== null && typeof target === 'object' ? callContexts.get(target) : undefined;
+  const call = AbilityTargetBase.callOf(target);
   if (call === undefined) {
     throw new SvcInternalError(`${label}: called on an object that is not an ability target`, {
       reason: 'unknown_target',
@@ -372,7 +390,11 @@ async function openStream(
 function callAbilityMethod(plan: MethodPlan, target: unknown, args: unknown[]): unknown {
   const call = callContextOf(target, plan.label);
   if (call.recheckToken === undefined) return callAuthorized(plan, call, args);
-  return call.recheckToken().then(() => callAuthorized(plan, call, args));
+  // Decided at once when it can be (the usual case): a synchronous result stays synchronous.
+  const rechecked = call.recheckToken();
+  return isThenable(rechecked)
+    ? Promise.resolve(rechecked).then(() => callAuthorized(plan, call, args))
+    : callAuthorized(plan, call, args);
 }
 
 /** Runs one call whose token holds: refusals first, then the handler. */
@@ -391,7 +413,7 @@ function targetClassFor(ability: AnyAbility): TargetClass {
   // One subclass per ability, its prototype carrying exactly the declared methods: Cap'n Web
   // reaches prototype members by name (dots included) and never instance properties, and it
   // skips every name on Object.prototype, so nothing undeclared is reachable.
-  class AbilityRpcTarget extends RpcTarget {}
+  class AbilityRpcTarget extends AbilityTargetBase {}
   for (
     const [methodName, method] of Object.entries(
       ability.methods as Record<string, MethodDefinition>,
@@ -446,13 +468,10 @@ export function createAbilityTarget<A extends AnyAbility>(
     );
   }
   const TargetClass = targetClassFor(ability);
-  const target = new TargetClass();
-  callContexts.set(target, {
-    ...session,
-    // Copies taken before any handler exists: what a handler does to the identity it is
-    // handed, or the caller to the object it passed in, reaches no later call's check.
-    identity: frozenIdentity(session.identity),
-    grantedScopes: Object.freeze([...session.identity.scopes]),
-  });
+  // A deeply frozen identity, taken before any handler exists (an identity frozen already, one
+  // per verified token, is shared as it is): nothing a handler or the caller does to the object
+  // it holds reaches a later call's check. Its frozen scopes are what the check reads.
+  const identity = frozenIdentity(session.identity);
+  const target = new TargetClass({ ...session, identity, grantedScopes: identity.scopes });
   return target as AbilityTarget<A>;
 }

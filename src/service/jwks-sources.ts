@@ -298,6 +298,11 @@ function cachedRemoteKeySet(
       if (failure !== undefined && now < failure.until) throw failure.error;
       return (await refresh()).get(kid)?.key;
     },
+    // Only keys still within their cache lifetime: past it, `getKey` decides (and refreshes).
+    currentKey(kid: string): CryptoKey | undefined {
+      if (current === undefined || Date.now() >= current.expiresAt) return undefined;
+      return current.keys.get(kid)?.key;
+    },
   };
 }
 
@@ -375,5 +380,6 @@ export function staticJwks(jwks: unknown): CapabilityKeySet {
       }
       return imported.get(kid)?.key;
     },
+    currentKey: (kid: string) => imported?.get(kid)?.key,
   };
 }

@@ -19,8 +19,14 @@ export function beginLogEventCollection(c: Context): void {
  * WebSocket session outlives its upgrade request, so keeping on would hold every event it emits.
  */
 export function endLogEventCollection(c: Context): void {
-  c.set(EVENTS_VARIABLE as never, Object.freeze([...svcLogEvents(c)]) as never);
+  const events = svcLogEvents(c);
+  c.set(
+    EVENTS_VARIABLE as never,
+    (events.length === 0 ? NO_EVENTS : Object.freeze([...events])) as never,
+  );
 }
+
+const NO_EVENTS: readonly SvcLogEvent[] = Object.freeze([]);
 
 /** Records an event emitted inside a request, while its response is not yet final. */
 export function recordLogEvent(c: Context, event: SvcLogEvent): void {

@@ -10,6 +10,7 @@
 import { calculateJwkThumbprint, compactVerify, importJWK, type JWK } from 'jose';
 import { CapabilityAuthError } from '../core/errors.ts';
 import { CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS } from '../core/capability-token.ts';
+import { VerifiedProofCache } from './verified-proof-cache.ts';
 
 /** The `typ` header of a proof of possession. */
 export const CAPABILITY_PROOF_TYP = 'svc-pop+jwt';
@@ -84,14 +85,48 @@ function checkFreshness(claims: Record<string, unknown>, nowSeconds: number): vo
   }
 }
 
+/** What a proof must have been made for, and the clock its freshness is read against. */
+export interface ExpectedProof {
+  token: string;
+  jkt: string;
+  audience: string;
+  abilityId: string;
+  now?: () => number;
+}
+
+const verifiedProofs = new VerifiedProofCache();
+
+function clockSeconds(expected: ExpectedProof): number {
+  return Math.floor((expected.now?.() ?? Date.now()) / 1000);
+}
+
 /**
  * Verifies that `proof` proves possession of the key a token is bound to, for this token,
  * this service and this ability. Throws `CapabilityAuthError` (401) with a specific reason.
+ *
+ * A proof that verified before against exactly these expectations is not verified again; its
+ * freshness is, against the clock, on every call.
  */
 export async function verifyCapabilityProof(
   proof: unknown,
-  expected: { token: string; jkt: string; audience: string; abilityId: string; now?: () => number },
+  expected: ExpectedProof,
 ): Promise<void> {
+  if (typeof proof === 'string') {
+    const known = verifiedProofs.match(proof, expected);
+    if (known !== undefined) {
+      try {
+        checkFreshness(known.freshness, clockSeconds(expected));
+      } catch (error) {
+        verifiedProofs.delete(proof);
+        throw error;
+      }
+      return;
+    }
+  }
+  await verifyProofAfresh(proof, expected);
+}
+
+async function verifyProofAfresh(proof: unknown, expected: ExpectedProof): Promise<void> {
   if (proof === undefined || proof === null) {
     refuse('proof_required', 'This token is bound to a key: a proof of possession is required');
   }
@@ -125,7 +160,7 @@ export async function verifyCapabilityProof(
   if (claims === null || typeof claims !== 'object' || Array.isArray(claims)) {
     refuse('proof_invalid', 'The proof payload is not an object');
   }
-  checkFreshness(claims, Math.floor((expected.now?.() ?? Date.now()) / 1000));
+  checkFreshness(claims, clockSeconds(expected));
   if (claims.ath !== await tokenHashForProof(expected.token)) {
     refuse('proof_token_mismatch', 'The proof was made for another token');
   }
@@ -135,4 +170,11 @@ export async function verifyCapabilityProof(
   if (claims.ab !== expected.abilityId) {
     refuse('proof_ability_mismatch', 'The proof was made for another ability');
   }
+  verifiedProofs.set(proof as string, {
+    token: expected.token,
+    jkt: expected.jkt,
+    audience: expected.audience,
+    abilityId: expected.abilityId,
+    freshness: Object.freeze({ iat: claims.iat, exp: claims.exp, jti: claims.jti }),
+  });
 }

@@ -133,9 +133,10 @@ test('a string URL target posts to that URL', async () => {
   const endpoint = fakeRpcEndpoint();
   const seen: string[] = [];
   const originalFetch = globalThis.fetch;
-  globalThis.fetch = ((input: Request) => {
-    seen.push(input.url);
-    return endpoint.fetch(input);
+  globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
+    const request = new Request(input, init);
+    seen.push(request.url);
+    return endpoint.fetch(request);
   }) as typeof fetch;
   try {
     const { requester } = countingRequester();

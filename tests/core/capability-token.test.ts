@@ -8,7 +8,9 @@ import {
   capabilityKeyThumbprint,
   type CapabilityTokenClaims,
   MAX_CAPABILITY_TOKEN_BYTES,
+  recheckVerifiedToken,
   signCapabilityToken,
+  verifyCapabilityClaims,
   verifyCapabilityToken,
 } from '../../src/core/capability-token.ts';
 import {
@@ -232,6 +234,53 @@ test('a cached verification is dropped when the kid maps to another key or none'
   await verifyCapabilityToken(token, options);
   mapping = 'none';
   await assertRefused(verifyCapabilityToken(token, options), 'unknown_capability_key_id');
+});
+
+test('a synchronous recheck refuses an expired token and leaves a changed or removed key to the full check', async () => {
+  const { keys, keySet } = await tokenFixture();
+  let mapping: 'k1' | 'k2' | 'none' = 'k1';
+  const current = (kid: string) => mapping === 'none' ? undefined : mapping === kid ? kid : mapping;
+  const imported = new Map<string, CryptoKey>();
+  for (const kid of ['k1', 'k2']) imported.set(kid, (await keySet.getKey(kid))!);
+  const swapping: CapabilityKeySet = {
+    getKey: (kid) => Promise.resolve(mapping === 'none' ? undefined : imported.get(current(kid)!)),
+    currentKey: (kid) => mapping === 'none' ? undefined : imported.get(current(kid)!),
+  };
+  const options = { keys: swapping, issuer: TEST_ISSUER, audience: 'svc-a' };
+  const input = claims();
+  const token = await signCapabilityToken(input, { kid: 'k1', privateKey: keys.k1.privateKey });
+  assert.equal(recheckVerifiedToken(token, options), undefined, 'never verified: no answer');
+  const verified = await verifyCapabilityClaims(token, options);
+  assert.equal(recheckVerifiedToken(token, options), verified, 'the same frozen claims');
+  assert.equal(await verifyCapabilityClaims(token, options), verified);
+  // For another audience, or before nbf: refused at once.
+  assert.throws(
+    () => recheckVerifiedToken(token, { ...options, audience: 'svc-c' }),
+    (error: unknown) => (error as CapabilityAuthError).reason === 'audience_mismatch',
+  );
+  assert.throws(
+    () => recheckVerifiedToken(token, { ...options, now: () => (input.nbf - 600) * 1000 }),
+    (error: unknown) => (error as CapabilityAuthError).reason === 'token_not_yet_valid',
+  );
+  // Expired: never a synchronous pass; the full check refuses it.
+  const expiresAtMs = (input.exp + CAPABILITY_TOKEN_CLOCK_SKEW_SECONDS) * 1000;
+  assert.equal(recheckVerifiedToken(token, { ...options, now: () => expiresAtMs - 1 }), verified);
+  const late = { ...options, now: () => expiresAtMs };
+  assert.equal(recheckVerifiedToken(token, late), undefined);
+  await assertRefused(verifyCapabilityClaims(token, late), 'token_expired');
+  await verifyCapabilityClaims(token, options);
+  // The kid now names another key, or none: no synchronous answer, and the full check refuses.
+  mapping = 'k2';
+  assert.equal(recheckVerifiedToken(token, options), undefined);
+  await assertRefused(verifyCapabilityClaims(token, options), 'bad_signature');
+  mapping = 'none';
+  assert.equal(recheckVerifiedToken(token, options), undefined);
+  await assertRefused(verifyCapabilityClaims(token, options), 'unknown_capability_key_id');
+  // A key set that cannot answer at once never gets a synchronous verdict.
+  const asyncOnly: CapabilityKeySet = { getKey: (kid) => keySet.getKey(kid) };
+  const asyncOptions = { keys: asyncOnly, issuer: TEST_ISSUER, audience: 'svc-a' };
+  await verifyCapabilityClaims(token, asyncOptions);
+  assert.equal(recheckVerifiedToken(token, asyncOptions), undefined);
 });
 
 test('refused tokens are never cached', async () => {

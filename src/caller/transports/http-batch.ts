@@ -10,16 +10,16 @@
  * @module
  */
 import { RpcSession, type RpcTransport } from 'capnweb';
-import { readBoundedText } from '../../core/bounded-body.ts';
+import { discardBody, markServerFramedBody, readBoundedText } from '../../core/bounded-body.ts';
 import { refuseUnknownKeys } from '../../core/config-values.ts';
 import { hasSvcErrorShape, SvcConfigurationError, SvcInternalError } from '../../core/errors.ts';
 import {
-  applyMetadataHeaders,
   type OpenedRpcSession,
   type OutboundRpcMetadata,
   type RpcMainStub,
   type RpcOpenTarget,
   type RpcTransportFactory,
+  withMetadataHeaders,
 } from './outbound-metadata.ts';
 import { peerMessageRefusal } from '../../service/peer-message-screen.ts';
 import { stacklessError, withoutStackCapture } from '../../core/stackless.ts';
@@ -52,6 +52,11 @@ const MAX_REMEMBERED_ROUTES = 64;
 export const MAX_BATCH_RESPONSE_BYTES = 32 * 1024 * 1024;
 /** Largest refusal body read for its problem details; a larger one is dropped unread. */
 const MAX_REFUSAL_BODY_BYTES = 64 * 1024;
+
+/** The headers of every batch, before its metadata. */
+const BATCH_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'Content-Type': 'text/plain; charset=utf-8',
+});
 
 /** Base URL of in-process and binding routes; the host is never resolved. */
 const INTERNAL_ORIGIN = 'https://svc.internal';
@@ -196,17 +201,31 @@ function mostAnswerLines(sent: number): number {
   return 2 * sent + 16;
 }
 
-/** Opens one batch against `send`, which performs the POST. */
-function openBatch(
-  send: (body: string, signal: AbortSignal) => Promise<Response>,
-): OpenedRpcSession {
-  const controller = new AbortController();
+/**
+ * Performs one batch's POST. `signal`, when given, is aborted if the batch is abandoned while
+ * its request is in flight (its session disposed).
+ */
+type BatchSend = (body: string, signal: AbortSignal | undefined) => Promise<Response>;
+
+/**
+ * Opens one batch against `send`. An `abortable` batch gives its request a signal, so an
+ * abandoned batch ends its connection; otherwise (a fetch function, where creating and following
+ * a signal costs a share of every batch) an abandoned batch's answer is dropped unread when it
+ * arrives.
+ */
+function openBatch(send: BatchSend, abortable: boolean): OpenedRpcSession {
+  const controller = abortable ? new AbortController() : undefined;
   let answered = false;
+  let abandoned = false;
   const transport = new BatchClientTransport(async (lines) => {
     let response: Response;
     let body: string | undefined;
     try {
-      response = await send(lines.join('\n'), controller.signal);
+      response = await send(lines.join('\n'), controller?.signal);
+      if (abandoned) {
+        await response.body?.cancel().catch(() => {});
+        throw stacklessError('RPC batch abandoned');
+      }
       if (!response.ok) throw await refusedBatchError(response);
       body = await readBoundedText(response, MAX_BATCH_RESPONSE_BYTES);
     } catch (cause) {
@@ -244,7 +263,10 @@ function openBatch(
       // Both steps cost an exception object and its stack per batch, and are moot once the
       // exchange is over: aborting only matters for a request still in flight, and a session
       // whose transport reported the end has already ended itself.
-      if (!answered) controller.abort();
+      if (!answered) {
+        abandoned = true;
+        controller?.abort();
+      }
       if (!transport.ended) main[Symbol.dispose]();
     },
   };
@@ -305,8 +327,8 @@ export function httpBatchRpc(
   options: HttpBatchRpcOptions = {},
 ): RpcTransportFactory {
   const optionUrl = checkBatchOptions(options, isFetchFunction(target), 'httpBatchRpc');
-  const fixedUrl = isFetchFunction(target) ? optionUrl : new URL(target);
-  const doFetch: RpcFetch = isFetchFunction(target) ? target : (request) => fetch(request);
+  const fetchTarget = isFetchFunction(target) ? target : undefined;
+  const fixedUrl = fetchTarget !== undefined ? optionUrl : new URL(target as string | URL);
   // Each batch opens a session: its route is parsed once per ability, not once per batch.
   const routes = new Map<string, URL>();
   const routeFor = (openTarget: RpcOpenTarget | undefined): URL => {
@@ -321,17 +343,29 @@ export function httpBatchRpc(
     kind: 'http-batch',
     open(meta: OutboundRpcMetadata, openTarget?: RpcOpenTarget): OpenedRpcSession {
       const url = fixedUrl ?? routeFor(openTarget);
-      return openBatch((body, signal) => {
-        const headers = applyMetadataHeaders(
-          new Headers({ 'Content-Type': 'text/plain; charset=utf-8' }),
-          meta,
+      const headers = withMetadataHeaders(BATCH_HEADERS, meta);
+      // Never followed: a redirect would carry the batch, and the token in it, to a place the
+      // configuration never named. A 3xx answer fails the batch like any other refusal.
+      if (fetchTarget !== undefined) {
+        return openBatch(
+          (body) =>
+            fetchTarget(new Request(url, { method: 'POST', body, headers, redirect: 'manual' })),
+          false,
         );
-        // Never followed: a redirect would carry the batch, and the token in it, to a place the
-        // configuration never named. A 3xx answer fails the batch like any other refusal.
-        return doFetch(
-          new Request(url, { method: 'POST', body, headers, signal, redirect: 'manual' }),
-        );
-      });
+      }
+      // The global fetch builds its own request from these: no `Request` of ours first. Its
+      // HTTP parser frames the answer, so a declared length within the limit is read whole.
+      return openBatch(async (body, signal) => {
+        const response = await fetch(url, {
+          method: 'POST',
+          body,
+          headers,
+          signal,
+          redirect: 'manual',
+        });
+        markServerFramedBody(response, () => discardBody(response));
+        return response;
+      }, true);
     },
   };
 }

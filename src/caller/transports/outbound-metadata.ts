@@ -149,6 +149,19 @@ export function applyMetadataHeaders(headers: Headers, meta: OutboundRpcMetadata
   return headers;
 }
 
+/**
+ * The headers of {@link applyMetadataHeaders} added to a copy of `base`, as a plain record:
+ * a request built from a record skips building a `Headers` object first.
+ */
+export function withMetadataHeaders(
+  base: Readonly<Record<string, string>>,
+  meta: OutboundRpcMetadata,
+): Record<string, string> {
+  const headers = { ...base };
+  for (const [header, , value] of metadataEntries(meta)) headers[header] = value;
+  return headers;
+}
+
 /** Returns `url` with propagated metadata written as the WebSocket query parameters. */
 export function withMetadataQuery(url: URL, meta: OutboundRpcMetadata): URL {
   const final = new URL(url);
