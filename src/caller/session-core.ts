@@ -14,7 +14,11 @@ import {
   remainingBudgetMs,
 } from './session-options.ts';
 import { streamWithTypedFailure } from './stream-failure.ts';
-import type { OpenedRpcSession, OutboundRpcMetadata } from './transports/outbound-metadata.ts';
+import {
+  isPerCallTransport,
+  type OpenedRpcSession,
+  type OutboundRpcMetadata,
+} from './transports/outbound-metadata.ts';
 
 // Cap'n Web stubs answer these names themselves, so a remote method by that name is unreachable.
 const STUB_RESERVED: ReadonlySet<string> = new Set(['dup', 'map', 'onRpcBroken']);
@@ -72,6 +76,8 @@ export class AbilitySessionCore {
   #session: AuthenticatedSession | undefined;
   #batch: AuthenticatedSession | undefined;
   readonly #openBatches = new Set<AuthenticatedSession>();
+  /** Finished batches whose connection stays open for a stream still being read. */
+  readonly #finishing = new Set<OpenedRpcSession>();
   readonly #pending = new Set<(error: unknown) => void>();
 
   constructor(options: AbilitySessionOptions) {
@@ -150,6 +156,8 @@ export class AbilitySessionCore {
     this.#session?.opened.close();
     for (const batch of this.#openBatches) batch.opened.close();
     this.#openBatches.clear();
+    for (const opened of this.#finishing) opened.close();
+    this.#finishing.clear();
     this.#batch = undefined;
   }
 
@@ -293,14 +301,15 @@ export class AbilitySessionCore {
 
   /**
    * The authenticated session a call made now travels with, opening one when needed. A call
-   * joins the open HTTP-batch only when its budget ends with the budget the batch forwards.
+   * joins the open batch of a per-call transport only when its budget ends with the budget the
+   * batch forwards.
    */
   #sessionFor(
     credentials: Credentials,
     startedAt: number,
     remaining: number | undefined,
   ): AuthenticatedSession {
-    if (this.#options.transport.kind !== 'http-batch') {
+    if (!isPerCallTransport(this.#options.transport.kind)) {
       return this.#longLivedSession(credentials, remaining);
     }
     const budget = this.#options.timeoutMs;
@@ -309,8 +318,11 @@ export class AbilitySessionCore {
       this.#batch.calls >= MAX_CALLS_PER_BATCH ||
       !sharesDeadline(this.#batch, budget === undefined ? undefined : startedAt + budget)
     ) {
-      this.#batch = this.#open(credentials, remaining);
-      this.#openBatches.add(this.#batch);
+      const batch = this.#batch = this.#open(credentials, remaining);
+      this.#openBatches.add(batch);
+      batch.opened.onBroken?.((error) => {
+        batch.brokenBy = error;
+      });
     }
     return this.#batch;
   }
@@ -321,7 +333,12 @@ export class AbilitySessionCore {
     if (session.outstanding > 0 || session.opened.acceptsCalls()) return;
     this.#openBatches.delete(session);
     if (this.#batch === session) this.#batch = undefined;
-    session.opened.close();
+    const { opened } = session;
+    if (opened.finish === undefined) return opened.close();
+    // A stream it returned may still be read: the transport ends the connection after it, and
+    // until then disposing of the session still ends it.
+    this.#finishing.add(opened);
+    opened.finish(() => this.#finishing.delete(opened));
   }
 }
 

@@ -54,6 +54,7 @@ export class ByteStreamRpcTransport implements RpcTransport {
   #closed = false;
   #received = 0;
   #onClosed: (() => void)[] = [];
+  #idle: (() => boolean) | undefined;
 
   constructor(
     incoming: ReadableStream<Uint8Array>,
@@ -83,7 +84,18 @@ export class ByteStreamRpcTransport implements RpcTransport {
     this.#writer.write(this.#encoder.encode(`${message}\n`)).catch(() => this.#end());
   }
 
+  /**
+   * Ends the connection as soon as `idle()` says the session holds nothing in use: now, or when
+   * the session next asks for a message (it has handled the previous one, such as the release
+   * of a stream that ended).
+   */
+  closeOnceIdle(idle: () => boolean): void {
+    if (idle()) this.close();
+    else this.#idle = idle;
+  }
+
   async receive(): Promise<string> {
+    if (this.#idle?.()) this.close();
     // A pipe within one isolate (a binding to a service in the same process) resolves every read
     // on a microtask: without a pause now and then, a busy stream would never let timers and
     // sockets run.

@@ -40,7 +40,7 @@ export interface ConnectAbilityRequest {
   requestId?: string;
   /** Serialised connection info (`serializeConnInfo`); honoured only behind ingress. */
   connInfo?: string;
-  /** Budget in milliseconds; it bounds every call of the session. */
+  /** Budget in milliseconds for the calls this connection carries (the caller connects per call). */
   timeoutMs?: number;
   /** Idempotency key; dropped unless well formed. */
   idempotencyKey?: string;
@@ -158,7 +158,7 @@ export function createNativeAbilityConnector(options: NativeConnectorOptions) {
     const metadata = inboundMetadata(record);
     const arrivedAt = Date.now();
     const budgetMs = applyTimeoutPolicy(metadata.budgetMs, options.service.timeoutPolicy, {
-      perCallTransport: false,
+      perCallTransport: true,
     });
     const log = (event: SvcLogEvent) => options.emit(event);
     const gateway = new AbilityGateway({

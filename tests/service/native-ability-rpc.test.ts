@@ -86,13 +86,20 @@ async function deployment(options: { ingress?: boolean; transports?: string[] } 
     logger: false,
   });
   const calls: ConnectAbilityRequest[] = [];
+  // How many connections ended: the caller's message stream to the service closed or broke.
+  const ended = { count: 0 };
   const binding = {
     connectAbility(request: ConnectAbilityRequest) {
       calls.push(request);
-      return service.connectAbility(request, { BINDING: true });
+      const { readable: messages, writable } = new TransformStream<Uint8Array, Uint8Array>();
+      const count = () => {
+        ended.count++;
+      };
+      request.messages.pipeTo(writable).then(count, count);
+      return service.connectAbility({ ...request, messages }, { BINDING: true });
     },
   };
-  return { tokens, seen, service, binding, calls };
+  return { tokens, seen, service, binding, calls, ended };
 }
 
 function session(
@@ -134,9 +141,9 @@ test('cloudflareNativeRpc: a unary call and a 1 000-item validated stream over c
       assert.deepEqual(value, { i });
     }
     assert.equal((await reader.read()).done, true);
-    // One connection carried the session: the token was presented once.
-    assert.equal(deploy.calls.length, 1);
-    assert.equal(typeof deploy.calls[0].token, 'string');
+    // Per call, as HTTP-batch: each call connected once, presenting the token.
+    assert.equal(deploy.calls.length, 2);
+    assert.ok(deploy.calls.every((call) => typeof call.token === 'string'));
   } finally {
     disposeAbilitySession(s);
   }
@@ -285,6 +292,82 @@ test('cloudflareNativeRpc: a slow reader slows the producer; cancelling cancels 
   } finally {
     disposeAbilitySession(s);
   }
+});
+
+/** Waits (bounded) until `check` holds; the connection ends on the event loop's own time. */
+async function eventually(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.ok(check(), what);
+}
+
+test('Deadline semantics: over a native binding the budget is per call, as over HTTP-batch', async () => {
+  const deploy = await deployment();
+  const s = session(deploy, { timeoutMs: 1500 });
+  try {
+    await s.whoami({});
+    assert.ok(deploy.seen.remaining! > 0 && deploy.seen.remaining! <= 1500);
+    // Longer than the whole budget: a session-wide budget would have run out by now.
+    await new Promise((resolve) => setTimeout(resolve, 1700));
+    assert.deepEqual(await s.whoami({}), { serviceId: 'svc-caller', callerAccess: 'service' });
+    assert.ok(deploy.seen.remaining! > 0 && deploy.seen.remaining! <= 1500);
+    // Each call connected with the budget left when it was made.
+    assert.equal(deploy.calls.length, 2);
+    for (const call of deploy.calls) assert.ok(call.timeoutMs! > 0 && call.timeoutMs! <= 1500);
+  } finally {
+    disposeAbilitySession(s);
+  }
+});
+
+test("cloudflareNativeRpc: calls made together share one connection; a unary call's connection ends once answered", async () => {
+  const deploy = await deployment();
+  const s = session(deploy);
+  try {
+    const answers = await Promise.all([s.whoami({}), s.whoami({}), s.whoami({})]);
+    assert.equal(answers.length, 3);
+    assert.equal(deploy.calls.length, 1);
+    await eventually(() => deploy.ended.count === 1, 'the connection ended');
+  } finally {
+    disposeAbilitySession(s);
+  }
+});
+
+test('cloudflareNativeRpc: a stream keeps its connection open until it ends; a cancelled one cancels the service stream', async () => {
+  const deploy = await deployment();
+  const s = session(deploy);
+  try {
+    const reader = (await s.items({ n: 20 })).getReader();
+    assert.deepEqual((await reader.read()).value, { i: 0 });
+    // The call is answered; the stream is still being read: the connection stays.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(deploy.ended.count, 0);
+    for (let i = 1; i < 20; i++) assert.deepEqual((await reader.read()).value, { i });
+    assert.equal((await reader.read()).done, true);
+    await eventually(() => deploy.ended.count === 1, "the ended stream's connection ended");
+    // A cancelled stream cancels the service's stream; its connection ends with the session.
+    const cancelled = (await s.items({ n: 100_000 })).getReader();
+    await cancelled.read();
+    await cancelled.cancel();
+    await eventually(() => deploy.seen.cancelled, 'the service stream was cancelled');
+    disposeAbilitySession(s);
+    await eventually(() => deploy.ended.count === 2, "the cancelled stream's connection ended");
+  } finally {
+    disposeAbilitySession(s);
+  }
+});
+
+test('cloudflareNativeRpc: disposing of the session ends a stream still being read, typed', async () => {
+  const deploy = await deployment();
+  const s = session(deploy);
+  const reader = (await s.items({ n: 100_000 })).getReader();
+  await reader.read();
+  disposeAbilitySession(s);
+  await eventually(() => deploy.ended.count === 1, 'the connection ended');
+  const failure = await (async () => {
+    for (;;) await reader.read();
+  })().catch((error: unknown) => error);
+  assert.equal(svcErrorInfo(failure).reason, 'session_disposed');
 });
 
 test('cloudflareNativeRpc: refuses a binding without connectAbility', () => {

@@ -21,6 +21,7 @@ import type {
   ConnectAbilityAnswer,
   ConnectAbilityRequest,
 } from '../../service/native-ability-rpc.ts';
+import { sessionExportCounter } from '../../service/session-export-count.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
@@ -73,13 +74,24 @@ function metadataFields(meta: OutboundRpcMetadata): Partial<ConnectAbilityReques
   return fields;
 }
 
-/** One opened session: each `authenticate` connects once; all its connections close together. */
+/** A connection and how to tell that nothing on it is in use any more. */
+interface NativeConnection {
+  transport: ByteStreamRpcTransport;
+  /** Whether the session holds no more entries than it opened with (no stream still read). */
+  idle(): boolean;
+}
+
+/**
+ * One opened session (one batch of calls): each `authenticate` connects once; all its
+ * connections close together, at once (`close`) or once idle (`finish`).
+ */
 class NativeSessionMain extends RpcTarget {
   #binding: NativeAbilityBinding;
   #request: Omit<ConnectAbilityRequest, 'token' | 'messages'>;
-  #transports = new Set<ByteStreamRpcTransport>();
+  #connections = new Set<NativeConnection>();
   #broken: ((error: unknown) => void)[] = [];
   #closed = false;
+  #whenEnded: (() => void) | undefined;
 
   constructor(
     binding: NativeAbilityBinding,
@@ -114,12 +126,20 @@ class NativeSessionMain extends RpcTarget {
       transport.close();
       throw connectionLost();
     }
-    this.#transports.add(transport);
+    const session = new RpcSession(transport);
+    // A streamed result is fed through a writable stub this end exports to the service; the
+    // service releases it once the stream ended. (After a cancel, Cap'n Web 0.12 leaves the
+    // rejected write's promise exported: that connection ends with the session.)
+    const exports = sessionExportCounter(session);
+    const opened = exports();
+    const connection = { transport, idle: () => exports() <= opened };
+    this.#connections.add(connection);
     transport.onClosed(() => {
-      this.#transports.delete(transport);
+      this.#connections.delete(connection);
       if (!this.#closed) { for (const callback of this.#broken) callback(connectionLost()); }
+      if (this.#connections.size === 0) this.#whenEnded?.();
     });
-    return new RpcSession(transport).getRemoteMain();
+    return session.getRemoteMain();
   }
 
   onBroken(callback: (error: unknown) => void): void {
@@ -128,8 +148,15 @@ class NativeSessionMain extends RpcTarget {
 
   close(): void {
     this.#closed = true;
-    for (const transport of this.#transports) transport.close();
-    this.#transports.clear();
+    for (const { transport } of this.#connections) transport.close();
+  }
+
+  /** Ends each connection once nothing on it is in use; then runs `ended`. */
+  finish(ended: () => void): void {
+    this.#closed = true;
+    if (this.#connections.size === 0) return ended();
+    this.#whenEnded = ended;
+    for (const { transport, idle } of this.#connections) transport.closeOnceIdle(idle);
   }
 }
 
@@ -147,8 +174,10 @@ function checkBinding(binding: unknown): NativeAbilityBinding {
 
 /**
  * Native Workers RPC caller transport over `binding` (a service binding to the service's
- * entrypoint offering `connectAbility`). A long-lived session: the budget it opens with bounds
- * every call on it. An ingress-protected service accepts only brokered tokens over it.
+ * entrypoint offering `connectAbility`). Per call, as HTTP-batch: the calls made together
+ * connect once, carrying the budget left when they were made; a connection that returned a
+ * stream stays open until the stream ends or is cancelled. An ingress-protected service accepts
+ * only brokered tokens over it.
  */
 export function cloudflareNativeRpc(binding: NativeAbilityBinding): RpcTransportFactory {
   const checked = checkBinding(binding);
@@ -166,14 +195,26 @@ export function cloudflareNativeRpc(binding: NativeAbilityBinding): RpcTransport
       });
       const main = new RpcStub(local) as unknown as RpcMainStub;
       let closed = false;
+      // Per call: the calls made in this turn travel together, with the budget left now.
+      let sealed = false;
+      queueMicrotask(() => {
+        sealed = true;
+      });
       return {
         main,
-        acceptsCalls: () => !closed,
+        acceptsCalls: () => !closed && !sealed,
         onBroken: (callback) => local.onBroken(callback),
+        // After `finish`, `close` still ends a connection kept open for a stream.
         close() {
+          local.close();
           if (closed) return;
           closed = true;
-          local.close();
+          main[Symbol.dispose]();
+        },
+        finish(ended) {
+          if (closed) return;
+          closed = true;
+          local.finish(ended);
           main[Symbol.dispose]();
         },
       };

@@ -60,7 +60,13 @@ export interface OpenedRpcSession {
   /** Ends the session and releases the connection. Idempotent. */
   close(): void;
   /**
-   * Whether calls made now still travel with this session. HTTP-batch sessions stop accepting
+   * Says the caller has nothing left to send or await on it: the connection ends once nothing
+   * it returned is still in use (a stream being read keeps it open), and then `ended` runs. A
+   * transport without it is closed at once. `close()` still ends it at once.
+   */
+  finish?(ended: () => void): void;
+  /**
+   * Whether calls made now still travel with this session. Per-call sessions stop accepting
    * calls once their batch went out; session transports accept calls until closed.
    */
   acceptsCalls(): boolean;
@@ -98,12 +104,21 @@ export function openSessionOver(
   };
 }
 
-/** The kinds of caller transport; `http-batch` opens one session per batch. */
+/**
+ * The kinds of caller transport. `http-batch` and `cloudflare-binding-rpc` are per call: each
+ * batch of calls opens its own session carrying the budget left at that moment (contract,
+ * deadline semantics); the others carry one long-lived session.
+ */
 export type RpcTransportKind = 'http-batch' | 'websocket' | 'cloudflare-binding-rpc' | 'custom';
+
+/** Whether a transport of `kind` opens one session per batch of calls. */
+export function isPerCallTransport(kind: RpcTransportKind): boolean {
+  return kind === 'http-batch' || kind === 'cloudflare-binding-rpc';
+}
 
 /** A plain object describing how to open a Cap'n Web session with request metadata. */
 export interface RpcTransportFactory {
-  /** `http-batch` transports are per call; the others carry one long-lived session. */
+  /** Per call ({@link isPerCallTransport}) or one long-lived session. */
   readonly kind: RpcTransportKind;
   /** Opens a session (or, for HTTP-batch, one batch) carrying `meta`. */
   open(meta: OutboundRpcMetadata, target?: RpcOpenTarget): OpenedRpcSession;
