@@ -3,8 +3,8 @@
  * the catalog's discovery documents. A pure function of its input: the same documents and
  * options give the same bytes, whichever caller asks and in whatever order services answered.
  *
- * Per route: one operation (`operationId` `<abilityId>.<method>`, tags for the service and the
- * ability), its path variables as required path parameters, its top-level string and
+ * Per route: one operation (`operationId` `<abilityId>.<method>`, tagged with its ability, whose
+ * tag names its service's as `parent`), its path variables as required path parameters, its top-level string and
  * string-array input fields as optional query parameters, a JSON request body without the path
  * fields for `post`/`put`/`patch`/`query` (`query` is the 3.2 path-item field; `get` and
  * `delete` read no body), the success response with `rest.status` (204/205 carry no content)
@@ -211,7 +211,9 @@ function operationOf(
   }
   const operation: Record<string, unknown> = {
     operationId,
-    tags: [route.service.id, route.ability.id],
+    // The ability's tag only: its service is the tag's `parent` (3.2). Listing both put every
+    // operation twice in tools that group by tag, such as the reference page.
+    tags: [route.ability.id],
   };
   if (route.method.description !== undefined) operation.summary = route.method.description;
   if (route.ability.description !== undefined) operation.description = route.ability.description;

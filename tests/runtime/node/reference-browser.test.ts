@@ -104,8 +104,11 @@ test("the demo's reference page renders its operations in chromium, fetching onl
       operationIds.length,
       { timeout: STEP_MS },
     );
-    const shown = new Set((await rendered.allTextContents()).map((text) => text.trim()));
+    const texts = (await rendered.allTextContents()).map((text) => text.trim());
+    const shown = new Set(texts);
     for (const id of operationIds) assert.ok(shown.has(id), `operation ${id} is rendered`);
+    // Each operation once: one tag per operation, its service being the tag's parent.
+    assert.equal(texts.length, operationIds.length, texts.join(', '));
     const paths = new Set(
       (await page.locator('.opblock-summary-path').allTextContents()).map((text) =>
         text.replace(/\u200b/g, '').trim()
