@@ -33,6 +33,7 @@ import {
   type WebSocketUpgrader,
 } from './websocket-upgrade.ts';
 import { withoutStackCapture } from '../core/stackless.ts';
+import { wholeTextResponse } from '../core/whole-text-response.ts';
 
 /** The transport a session arrived on. */
 export type RpcServeTransport = 'http-batch' | 'websocket';
@@ -446,7 +447,7 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   // Taking the body ends the session, which disposes what it exported: nothing can reach
   // them after the response.
   const body = transport.takeBody();
-  return new Response(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
+  return wholeTextResponse(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
 }
 
 function serveWebSocket(request: Request, options: ServeRpcOptions): Response | Promise<Response> {
