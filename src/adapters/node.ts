@@ -400,6 +400,9 @@ async function writtenWhole(
   const response = await answer;
   const text = untouchedWholeText(response);
   if (text === undefined || response.headers.has('transfer-encoding')) return response;
+  // A handler that wrote to Node's response itself answered already; the adapter's own path
+  // deals with what it returned.
+  if (outgoing.headersSent) return response;
   const headers = outgoingHeadersOf(response.headers);
   headers['content-length'] = Buffer.byteLength(text);
   outgoing.writeHead(response.status, headers);
