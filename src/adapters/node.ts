@@ -11,11 +11,20 @@
  * @module
  */
 import { createAdaptorServer } from '@hono/node-server';
-import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import { Buffer } from 'node:buffer';
+import {
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerResponse,
+  STATUS_CODES,
+} from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
 import { markServerFramedBody, readBoundedBytes } from '../core/bounded-body.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { untouchedWholeText } from '../core/whole-text-response.ts';
 import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
@@ -367,6 +376,40 @@ function markFramed(
   });
 }
 
+/** Node's header record for `headers`, every `Set-Cookie` kept apart. */
+function outgoingHeadersOf(headers: Headers): OutgoingHttpHeaders {
+  const record: OutgoingHttpHeaders = {};
+  headers.forEach((value, name) => {
+    if (name !== 'set-cookie') record[name] = value;
+  });
+  const cookies = headers.getSetCookie();
+  if (cookies.length > 0) record['set-cookie'] = cookies;
+  return record;
+}
+
+/**
+ * Writes an answer built whole from a string (an HTTP batch's) straight to `outgoing`, with its
+ * status and headers, rather than letting `@hono/node-server` read it back through its body
+ * stream: a global `Response` is not its own lightweight one, so it would drain the stream chunk
+ * by chunk. Any other answer, or one whose body someone touched, goes back as it is.
+ */
+async function writtenWhole(
+  answer: Response | Promise<Response>,
+  outgoing: ServerResponse,
+): Promise<Response> {
+  const response = await answer;
+  const text = untouchedWholeText(response);
+  if (text === undefined || response.headers.has('transfer-encoding')) return response;
+  // A handler that wrote to Node's response itself answered already; the adapter's own path
+  // deals with what it returned.
+  if (outgoing.headersSent) return response;
+  const headers = outgoingHeadersOf(response.headers);
+  headers['content-length'] = Buffer.byteLength(text);
+  outgoing.writeHead(response.status, headers);
+  outgoing.end(text);
+  return RESPONSE_ALREADY_SENT;
+}
+
 /**
  * Serves `target` on Node. Each request's `env` carries `options.env` and Node's `incoming` and
  * `outgoing`; upgrades also carry the Node WebSocket upgrader, so `serveRpc` finds it. A
@@ -388,8 +431,10 @@ export async function serveNode(
     // Replacing the global Request/Response would change the application's behaviour.
     overrideGlobalObjects: false,
     fetch: (request, nodeEnv) => {
+      const { outgoing } = nodeEnv as { incoming?: IncomingMessage; outgoing?: ServerResponse };
       markFramed(request, nodeEnv as { incoming?: IncomingMessage; outgoing?: ServerResponse });
-      return target.fetch(request, { ...userEnv, ...nodeEnv });
+      const answer = target.fetch(request, { ...userEnv, ...nodeEnv });
+      return outgoing === undefined ? answer : writtenWhole(answer, outgoing);
     },
   }) as Server;
   // The hostname is the HTTP path's default host too, so both build the same URLs.

@@ -33,6 +33,7 @@ import {
   type WebSocketUpgrader,
 } from './websocket-upgrade.ts';
 import { withoutStackCapture } from '../core/stackless.ts';
+import { wholeTextResponse } from '../core/whole-text-response.ts';
 
 /** The transport a session arrived on. */
 export type RpcServeTransport = 'http-batch' | 'websocket';
@@ -311,8 +312,23 @@ function methodNotAllowed(options: ServeRpcOptions, detail: string): Response {
 export { readBoundedText } from '../core/bounded-body.ts';
 
 /**
+ * Why a served batch's session ends once its response is taken. One frozen value for every
+ * batch: building an `Error` per batch costs several microseconds on some engines (Deno) even
+ * without a stack, and nothing ever reads this one beyond its identity.
+ */
+const BATCH_ANSWERED: SvcInternalError = Object.freeze(
+  withoutStackCapture(() =>
+    new SvcInternalError('The RPC batch was answered; its session has ended', {
+      reason: 'rpc_batch_answered',
+    })
+  ),
+);
+
+/**
  * Server end of one batch: hands the request lines to the session, collects what it sends, and
- * says when every line was read. Once the response body is taken, later sends are dropped.
+ * says when every line was read. Once the response body is taken, later sends are dropped and
+ * the session's next read fails with {@link BATCH_ANSWERED}, which ends it (disposing what it
+ * exported) without an error built for it.
  */
 class BatchServerTransport implements RpcTransport {
   #incoming: string[];
@@ -320,6 +336,7 @@ class BatchServerTransport implements RpcTransport {
   #allReceived: Promise<void>;
   #markAllReceived!: () => void;
   #markAborted!: (reason: unknown) => void;
+  #endRead: ((reason: unknown) => void) | undefined;
   #aborts: SessionAbortWatch;
 
   constructor(lines: string[], aborts: SessionAbortWatch) {
@@ -342,9 +359,12 @@ class BatchServerTransport implements RpcTransport {
       const refusal = peerMessageRefusal(next, 'service');
       return refusal === undefined ? Promise.resolve(next) : Promise.reject(refusal);
     }
+    if (this.#outgoing === null) return Promise.reject(BATCH_ANSWERED);
     this.#markAllReceived();
     // The batch has no more lines; the session stays open until its calls are answered.
-    return new Promise(() => {});
+    return new Promise((_, reject) => {
+      this.#endRead = reject;
+    });
   }
 
   abort(reason: unknown): void {
@@ -357,9 +377,12 @@ class BatchServerTransport implements RpcTransport {
     return this.#allReceived;
   }
 
+  /** The response body; from now on the session's pending read fails, ending the session. */
   takeBody(): string {
     const body = (this.#outgoing ?? []).join('\n');
     this.#outgoing = null;
+    this.#endRead?.(BATCH_ANSWERED);
+    this.#endRead = undefined;
     return body;
   }
 }
@@ -421,11 +444,10 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
     // The session aborted (a limit was exceeded, a message was malformed). Its abort message
     // is already in the outgoing batch, so the caller learns why from the body.
   }
+  // Taking the body ends the session, which disposes what it exported: nothing can reach
+  // them after the response.
   const body = transport.takeBody();
-  // Ending the session disposes what it exported; nothing can reach them after the response.
-  // Cap'n Web builds an Error for the shutdown, every batch: a signal, so no stack is captured.
-  withoutStackCapture(() => session.getRemoteMain()[Symbol.dispose]());
-  return new Response(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
+  return wholeTextResponse(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
 }
 
 function serveWebSocket(request: Request, options: ServeRpcOptions): Response | Promise<Response> {

@@ -130,6 +130,13 @@ function connectionFailure(cause: unknown): SvcInternalError {
 }
 
 /**
+ * How every batch session ends: the end of its lines, not a failure. One frozen value for every
+ * batch (an `Error` built per batch costs several microseconds on some engines even without a
+ * stack); a stub the session handed out answers it when called after the batch.
+ */
+const BATCH_ENDED: Error = Object.freeze(stacklessError('Batch RPC request ended.'));
+
+/**
  * Client end of one batch: collects what the session sends until the next macrotask, posts it,
  * then feeds the response lines back. Messages sent after the batch went out are dropped: they
  * are releases and pulls for a server session that ended with its response.
@@ -176,8 +183,7 @@ class BatchClientTransport implements RpcTransport {
       return next;
     }
     this.#ended = true;
-    // Every batch ends this way: the end of its lines, not a failure, so no stack is captured.
-    throw stacklessError('Batch RPC request ended.');
+    throw BATCH_ENDED;
   }
 
   abort(reason: unknown): void {
