@@ -296,7 +296,7 @@ test('cloudflareNativeRpc: a slow reader slows the producer; cancelling cancels 
 
 /** Waits (bounded) until `check` holds; the connection ends on the event loop's own time. */
 async function eventually(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) {
+  for (let i = 0; i < 1000 && !check(); i++) {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   assert.ok(check(), what);
@@ -304,17 +304,19 @@ async function eventually(check: () => boolean, what: string): Promise<void> {
 
 test('Deadline semantics: over a native binding the budget is per call, as over HTTP-batch', async () => {
   const deploy = await deployment();
-  const s = session(deploy, { timeoutMs: 1500 });
+  // A budget no in-process call comes near, even with every core busy.
+  const budget = 3000;
+  const s = session(deploy, { timeoutMs: budget });
   try {
     await s.whoami({});
-    assert.ok(deploy.seen.remaining! > 0 && deploy.seen.remaining! <= 1500);
+    assert.ok(deploy.seen.remaining! > 0 && deploy.seen.remaining! <= budget);
     // Longer than the whole budget: a session-wide budget would have run out by now.
-    await new Promise((resolve) => setTimeout(resolve, 1700));
+    await new Promise((resolve) => setTimeout(resolve, budget + 200));
     assert.deepEqual(await s.whoami({}), { serviceId: 'svc-caller', callerAccess: 'service' });
-    assert.ok(deploy.seen.remaining! > 0 && deploy.seen.remaining! <= 1500);
+    assert.ok(deploy.seen.remaining! > 0 && deploy.seen.remaining! <= budget);
     // Each call connected with the budget left when it was made.
     assert.equal(deploy.calls.length, 2);
-    for (const call of deploy.calls) assert.ok(call.timeoutMs! > 0 && call.timeoutMs! <= 1500);
+    for (const call of deploy.calls) assert.ok(call.timeoutMs! > 0 && call.timeoutMs! <= budget);
   } finally {
     disposeAbilitySession(s);
   }
