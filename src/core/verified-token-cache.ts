@@ -10,6 +10,7 @@
  * @module
  */
 import type { CapabilityKeySet } from './capability-key-set.ts';
+import { OldestFirstMap } from './oldest-first-map.ts';
 import type { CapabilityTokenClaims } from './token-claims.ts';
 
 /** One verified token. */
@@ -29,11 +30,10 @@ export const DEFAULT_VERIFIED_TOKEN_CACHE_ENTRIES = 4096;
 
 /** A bounded map from token string to its verification. Oldest entries leave first. */
 export class VerifiedTokenCache {
-  readonly #entries = new Map<string, VerifiedTokenEntry>();
-  readonly #maxEntries: number;
+  readonly #entries: OldestFirstMap<string, VerifiedTokenEntry>;
 
   constructor(maxEntries = DEFAULT_VERIFIED_TOKEN_CACHE_ENTRIES) {
-    this.#maxEntries = maxEntries;
+    this.#entries = new OldestFirstMap(maxEntries);
   }
 
   /** The number of entries held. */
@@ -54,12 +54,6 @@ export class VerifiedTokenCache {
 
   /** Stores a verification, evicting the oldest entry when full. */
   set(token: string, entry: VerifiedTokenEntry): void {
-    if (this.#maxEntries <= 0) return;
-    this.#entries.delete(token);
-    while (this.#entries.size >= this.#maxEntries) {
-      const oldest = this.#entries.keys().next().value as string;
-      this.#entries.delete(oldest);
-    }
     this.#entries.set(token, entry);
   }
 

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { OldestFirstMap } from '../core/oldest-first-map.ts';
 import { decodeBase64Url, encodeBase64Url } from '../core/base64url.ts';
 import {
   type CapabilityKeySet,
@@ -324,7 +325,9 @@ export async function loadSigningAuthority(
 }
 
 const MAX_CACHED_AUTHORITIES = 16;
-const authoritiesByContent = new Map<string, Promise<SigningAuthority>>();
+const authoritiesByContent = new OldestFirstMap<string, Promise<SigningAuthority>>(
+  MAX_CACHED_AUTHORITIES,
+);
 
 function contentKey(entries: readonly SigningKeyEntry[]): string {
   return JSON.stringify(entries.map((entry) => [entry.kid, entry.secret]));
@@ -363,9 +366,6 @@ export async function signingAuthorityFromOption(
   let authority = authoritiesByContent.get(key);
   if (authority === undefined) {
     authority = loadSigningAuthority(checked);
-    if (authoritiesByContent.size >= MAX_CACHED_AUTHORITIES) {
-      authoritiesByContent.delete(authoritiesByContent.keys().next().value as string);
-    }
     authoritiesByContent.set(key, authority);
     const pending = authority;
     pending.catch(() => {

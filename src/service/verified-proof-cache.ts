@@ -13,6 +13,8 @@
  * @module
  */
 
+import { OldestFirstMap } from '../core/oldest-first-map.ts';
+
 /** What one proof was verified against, and the claims its freshness is read from. */
 export interface VerifiedProof {
   readonly token: string;
@@ -28,11 +30,10 @@ export const MAX_VERIFIED_PROOFS = 256;
 
 /** A bounded map from proof string to what it verified against. */
 export class VerifiedProofCache {
-  readonly #entries = new Map<string, VerifiedProof>();
-  readonly #maxEntries: number;
+  readonly #entries: OldestFirstMap<string, VerifiedProof>;
 
   constructor(maxEntries = MAX_VERIFIED_PROOFS) {
-    this.#maxEntries = maxEntries;
+    this.#entries = new OldestFirstMap(maxEntries);
   }
 
   /** The number of proofs held. */
@@ -57,10 +58,6 @@ export class VerifiedProofCache {
 
   /** Stores a verified proof, evicting the oldest entry when full. */
   set(proof: string, entry: VerifiedProof): void {
-    this.#entries.delete(proof);
-    while (this.#entries.size >= this.#maxEntries) {
-      this.#entries.delete(this.#entries.keys().next().value as string);
-    }
     this.#entries.set(proof, entry);
   }
 
