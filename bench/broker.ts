@@ -198,72 +198,59 @@ async function unaryPair(fx: Deployment, transport: 'websocket' | 'http-batch') 
   return { brokered, direct };
 }
 
+type SessionPair = Awaited<ReturnType<typeof unaryPair>>;
+
+/** Runs `measure` on a brokered and a direct session over `transport`, then closes everything. */
+async function withSessionPair<T>(
+  transport: 'websocket' | 'http-batch',
+  measure: (pair: SessionPair) => Promise<T>,
+): Promise<T> {
+  const fx = await deployment();
+  const pair = await unaryPair(fx, transport);
+  try {
+    return await measure(pair);
+  } finally {
+    disposeAbilitySession(pair.brokered);
+    disposeAbilitySession(pair.direct);
+    await fx.close();
+  }
+}
+
+/** Unary calls one after another on each session of `pair`, interleaved. */
+function unaryThroughput({ brokered, direct }: SessionPair, opsPerRound: number) {
+  return compareThroughput(
+    async (count) => {
+      for (let i = 0; i < count; i++) check(await brokered.echo(INPUT));
+    },
+    async (count) => {
+      for (let i = 0; i < count; i++) check(await direct.echo(INPUT));
+    },
+    { opsPerRound },
+  );
+}
+
 /** The broker benchmarks run by `npm run bench`. */
 export const benchmarks: Benchmark[] = [
   {
     name: 'brokered unary call over WebSocket (vs direct WebSocket session)',
     target: 0.6,
-    async run() {
-      const fx = await deployment();
-      const { brokered, direct } = await unaryPair(fx, 'websocket');
-      try {
-        return await compareThroughput(
-          async (count) => {
-            for (let i = 0; i < count; i++) check(await brokered.echo(INPUT));
-          },
-          async (count) => {
-            for (let i = 0; i < count; i++) check(await direct.echo(INPUT));
-          },
-          { opsPerRound: 100 },
-        );
-      } finally {
-        disposeAbilitySession(brokered);
-        disposeAbilitySession(direct);
-        await fx.close();
-      }
-    },
+    run: () => withSessionPair('websocket', (pair) => unaryThroughput(pair, 100)),
   },
   {
     name: 'brokered streamed items over WebSocket (vs direct)',
     target: 0.7,
-    async run() {
-      const fx = await deployment();
-      const { brokered, direct } = await unaryPair(fx, 'websocket');
-      try {
-        return await compareThroughput(
+    run: () =>
+      withSessionPair('websocket', ({ brokered, direct }) =>
+        compareThroughput(
           async (count) => drain(await brokered.ticks({ n: count }), count),
           async (count) => drain(await direct.ticks({ n: count }), count),
           { opsPerRound: 2000 },
-        );
-      } finally {
-        disposeAbilitySession(brokered);
-        disposeAbilitySession(direct);
-        await fx.close();
-      }
-    },
+        )),
   },
   {
     name: 'brokered unary call over HTTP-batch (vs direct HTTP-batch)',
     target: 0.3,
-    async run() {
-      const fx = await deployment();
-      const { brokered, direct } = await unaryPair(fx, 'http-batch');
-      try {
-        return await compareThroughput(
-          async (count) => {
-            for (let i = 0; i < count; i++) check(await brokered.echo(INPUT));
-          },
-          async (count) => {
-            for (let i = 0; i < count; i++) check(await direct.echo(INPUT));
-          },
-          { opsPerRound: 50 },
-        );
-      } finally {
-        disposeAbilitySession(brokered);
-        disposeAbilitySession(direct);
-        await fx.close();
-      }
-    },
+    run: () => withSessionPair('http-batch', (pair) => unaryThroughput(pair, 50)),
   },
   {
     name: 'brokered WebSocket sessions opened, called once, closed (vs direct)',
