@@ -24,7 +24,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
 import { markServerFramedBody, readBoundedBytes } from '../core/bounded-body.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
-import { untouchedWholeText } from '../core/whole-text-response.ts';
+import { untouchedWholeText } from '../core/whole-text-body.ts';
 import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {

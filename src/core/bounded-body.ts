@@ -6,10 +6,13 @@
  * @module
  */
 
+import { untouchedWholeText } from './whole-text-body.ts';
+
 /** What a bounded read looks at: a `Request` or a `Response`. */
 export interface BodyWithHeaders {
   readonly headers: Headers;
   readonly body: ReadableStream<Uint8Array> | null;
+  readonly bodyUsed?: boolean;
 }
 
 /** Thrown by {@link readBoundedBytes} when the body did not arrive within its `timeoutMs`. */
@@ -191,15 +194,34 @@ export async function readBoundedBytes(
   return joined(chunks, received);
 }
 
+/** Whether `text` encodes to at most `maxBytes` bytes of UTF-8, counting only when it must. */
+function utf8LengthWithin(text: string, maxBytes: number): boolean {
+  // Every UTF-16 code unit encodes to between one and three bytes.
+  if (text.length * 3 <= maxBytes) return true;
+  if (text.length > maxBytes) return false;
+  return new TextEncoder().encode(text).byteLength <= maxBytes;
+}
+
+/** `text` as its UTF-8 encoding would decode: a lone surrogate becomes U+FFFD. */
+function wellFormed(text: string): string {
+  const checked = text as { isWellFormed?(): boolean };
+  if (checked.isWellFormed?.() === true) return text;
+  return utf8Decoder.decode(new TextEncoder().encode(text));
+}
+
 /**
  * Reads a body as text (invalid UTF-8 becomes U+FFFD) with the limits of
- * {@link readBoundedBytes}; `undefined` past `maxBytes`.
+ * {@link readBoundedBytes}; `undefined` past `maxBytes`. A body this process built whole from a
+ * string (an in-process batch, its answer) is that string, bounded by its encoded length,
+ * without its stream.
  */
 export async function readBoundedText(
   message: BodyWithHeaders,
   maxBytes: number,
   options: BoundedReadOptions = {},
 ): Promise<string | undefined> {
+  const whole = untouchedWholeText(message);
+  if (whole !== undefined) return utf8LengthWithin(whole, maxBytes) ? wellFormed(whole) : undefined;
   const bytes = await readBoundedBytes(message, maxBytes, options);
   return bytes === undefined ? undefined : utf8Decoder.decode(bytes);
 }

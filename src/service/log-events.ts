@@ -9,29 +9,35 @@ import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 
 const EVENTS_VARIABLE = 'svcLogEvents';
 
+/** One request's events, and whether its response is final (then nothing more is kept). */
+interface EventCollection {
+  readonly events: SvcLogEvent[];
+  open: boolean;
+}
+
 /** Starts collecting events for one request. */
 export function beginLogEventCollection(c: Context): void {
-  c.set(EVENTS_VARIABLE as never, [] as never);
+  c.set(EVENTS_VARIABLE as never, { events: [], open: true } satisfies EventCollection as never);
+}
+
+function collectionOf(c: Context): EventCollection | undefined {
+  return c.get(EVENTS_VARIABLE as never) as EventCollection | undefined;
 }
 
 /**
  * Stops collecting once the response is final: nothing reads the list afterwards, and a
  * WebSocket session outlives its upgrade request, so keeping on would hold every event it emits.
+ * A flag rather than freezing the list: freezing an array is slow on some engines (JSC).
  */
 export function endLogEventCollection(c: Context): void {
-  const events = svcLogEvents(c);
-  c.set(
-    EVENTS_VARIABLE as never,
-    (events.length === 0 ? NO_EVENTS : Object.freeze([...events])) as never,
-  );
+  const collection = collectionOf(c);
+  if (collection !== undefined) collection.open = false;
 }
-
-const NO_EVENTS: readonly SvcLogEvent[] = Object.freeze([]);
 
 /** Records an event emitted inside a request, while its response is not yet final. */
 export function recordLogEvent(c: Context, event: SvcLogEvent): void {
-  const events = c.get(EVENTS_VARIABLE as never) as SvcLogEvent[] | undefined;
-  if (events !== undefined && !Object.isFrozen(events)) events.push(event);
+  const collection = collectionOf(c);
+  if (collection?.open === true) collection.events.push(event);
 }
 
 /**
@@ -39,7 +45,7 @@ export function recordLogEvent(c: Context, event: SvcLogEvent): void {
  * `await next()` in middleware mounted through the service's `middleware` option).
  */
 export function svcLogEvents(c: Context): readonly SvcLogEvent[] {
-  return (c.get(EVENTS_VARIABLE as never) as SvcLogEvent[] | undefined) ?? [];
+  return collectionOf(c)?.events ?? [];
 }
 
 /**

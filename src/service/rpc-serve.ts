@@ -33,7 +33,7 @@ import {
   type WebSocketUpgrader,
 } from './websocket-upgrade.ts';
 import { withoutStackCapture } from '../core/stackless.ts';
-import { wholeTextResponse } from '../core/whole-text-response.ts';
+import { wholeTextResponse } from '../core/whole-text-body.ts';
 
 /** The transport a session arrived on. */
 export type RpcServeTransport = 'http-batch' | 'websocket';

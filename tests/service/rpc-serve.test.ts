@@ -262,6 +262,26 @@ test('maxBatchBytes tightens the body limit', async () => {
   await response.body?.cancel();
 });
 
+test('an in-process batch past maxBatchBytes is refused 413 by its encoded length, unread by any handler', async () => {
+  const record = newFakeRecord();
+  // The batch's text is read as the string the caller built: its UTF-8 length is what counts.
+  const endpoint = fakeRpcEndpoint(record, { maxBatchBytes: 600 });
+  const session = fakeAbilitySession<{ echo(input: { value: string }): { value: string } }>(
+    httpBatchRpc(endpoint.fetch),
+  );
+  assert.deepEqual(await session.echo({ value: 'fits' }), { value: 'fits' });
+  // 190 characters of three bytes each: 570 bytes in the argument alone, past 600 with the rest
+  // of the batch, which is well under 600 UTF-16 code units.
+  const refused = await session.echo({ value: '€'.repeat(190) }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.equal(svcErrorInfo(refused).status, 413);
+  assert.equal(svcErrorInfo(refused).reason, 'rpc_batch_too_large');
+  assert.deepEqual(record.calls, ['echo']);
+  disposeAbilitySession(session);
+});
+
 test('DOS-04 an argument nested 300 levels deep aborts the session and the service stays healthy', async () => {
   const record = newFakeRecord();
   const endpoint = fakeRpcEndpoint(record);

@@ -23,6 +23,7 @@ import {
 } from './outbound-metadata.ts';
 import { peerMessageRefusal } from '../../service/peer-message-screen.ts';
 import { stacklessError, withoutStackCapture } from '../../core/stackless.ts';
+import { wholeTextRequest } from '../../core/whole-text-body.ts';
 
 /** A `fetch`-like function: how a caller reaches an in-process service or a service binding. */
 export type RpcFetch = (request: Request) => Promise<Response>;
@@ -355,7 +356,9 @@ export function httpBatchRpc(
       if (fetchTarget !== undefined) {
         return openBatch(
           (body) =>
-            fetchTarget(new Request(url, { method: 'POST', body, headers, redirect: 'manual' })),
+            fetchTarget(
+              wholeTextRequest(url, body, { method: 'POST', headers, redirect: 'manual' }),
+            ),
           false,
         );
       }

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { serveNode } from '../../../src/adapters/node.ts';
-import { wholeTextResponse } from '../../../src/core/whole-text-response.ts';
+import { wholeTextResponse } from '../../../src/core/whole-text-body.ts';
 
 const BOUND = { timeout: 30_000 };
 
