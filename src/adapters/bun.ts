@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { discardBody, markServerFramedBody } from '../core/bounded-body.ts';
 import {
   MAX_WEBSOCKET_SEND_BUFFER_BYTES,
   SEND_BUFFER_FULL_CLOSE,
@@ -192,7 +193,9 @@ function answerTargetFailure(error: unknown): Response {
  * Serves `target` with `Bun.serve`. Each request's `env` carries `options.env`, Bun's `server`
  * and a per-request WebSocket upgrader, so `serveRpc` finds it. A WebSocket message above
  * `MAX_WEBSOCKET_PAYLOAD_BYTES` (32 MiB) closes its connection with `1009` before it is read
- * whole.
+ * whole. A request body with a declared length within a bounded read's limit is read whole
+ * (Bun's parser never delivers more than it declares); one that stalls is answered with
+ * `Connection: close`, which ends its connection.
  *
  * `close()` stops listening and closes every WebSocket with `1001` once the messages already
  * queued to it have been handed to the network, then closes every connection left; it waits
@@ -214,6 +217,10 @@ export async function serveBun(
     development: false,
     error: answerTargetFailure,
     async fetch(request, bunServer) {
+      // Bun's parser frames a body by its declared length: a bounded read takes it whole (its
+      // stream costs several times the read). A read that gives up cannot end the connection
+      // from here; the answer's `Connection: close` does.
+      markServerFramedBody(request, () => discardBody(request));
       const upgrade = deferredWebSocketUpgrade();
       const env = withWebSocketUpgrader({ ...userEnv, server: bunServer }, upgrade.upgrader);
       const response = await target.fetch(request, env);

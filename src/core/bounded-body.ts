@@ -23,6 +23,16 @@ export class BodyReadTimeout extends Error {
   }
 }
 
+/**
+ * Headers of an answer to a request whose body was given up on (it stalled, or could not be
+ * read to its end): the rest of that body will never be read, so its connection cannot carry
+ * another request. A server whose read cannot end the connection itself (Bun's) closes it after
+ * this answer instead of waiting for bytes that may never come.
+ */
+export const BODY_ABANDONED_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  Connection: 'close',
+});
+
 /** Limits of a bounded read beyond its byte limit. */
 export interface BoundedReadOptions {
   /** Gives up (cancelling the stream, throwing {@link BodyReadTimeout}) after this long. */

@@ -15,7 +15,12 @@ import {
   SvcConfigurationError,
   type ValidationIssue,
 } from '../core/errors.ts';
-import { BodyReadTimeout, discardBody, readBoundedBytes } from '../core/bounded-body.ts';
+import {
+  BODY_ABANDONED_HEADERS,
+  BodyReadTimeout,
+  discardBody,
+  readBoundedBytes,
+} from '../core/bounded-body.ts';
 import { NO_STORE_HEADERS } from '../core/http-cache.ts';
 import type { SvcLogEvent } from '../core/logging.ts';
 import { problemFromError, problemResponse } from '../core/problem.ts';
@@ -269,7 +274,7 @@ export function createTokenEndpoint(
       reason: string;
       code?: 'capability_auth' | 'ability_validation' | 'internal';
       issues?: ValidationIssue[];
-      headers?: Record<string, string>;
+      headers?: Readonly<Record<string, string>>;
     },
   ): Response =>
     problemResponse({
@@ -337,6 +342,7 @@ export function createTokenEndpoint(
           status: 408,
           detail: 'The body did not arrive in time',
           reason: 'body_timeout',
+          headers: BODY_ABANDONED_HEADERS,
         });
       }
       // The stream failed: the client went away or broke the framing mid-body.
@@ -344,6 +350,7 @@ export function createTokenEndpoint(
         status: 400,
         detail: 'The body could not be read to its end',
         reason: 'body_unreadable',
+        headers: BODY_ABANDONED_HEADERS,
       });
     }
     if (body === undefined) {

@@ -15,7 +15,7 @@
  * @module
  */
 import { type RpcLimits, RpcSession, type RpcTarget, type RpcTransport } from 'capnweb';
-import { BodyReadTimeout, readBoundedText } from '../core/bounded-body.ts';
+import { BODY_ABANDONED_HEADERS, BodyReadTimeout, readBoundedText } from '../core/bounded-body.ts';
 import { MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import {
   CapabilityAuthError,
@@ -405,6 +405,7 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
         status: 408,
         reason: 'rpc_batch_timeout',
         detail: 'The RPC batch body did not arrive in time',
+        headers: BODY_ABANDONED_HEADERS,
       });
     }
     // The body stream failed: the client went away or broke the framing mid-body. Its own
@@ -413,6 +414,7 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
       status: 400,
       reason: 'rpc_batch_unreadable',
       detail: 'The RPC batch body could not be read to its end',
+      headers: BODY_ABANDONED_HEADERS,
     });
   }
   if (text === undefined) {

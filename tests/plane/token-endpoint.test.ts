@@ -240,6 +240,7 @@ test('DOS-08 a lying Content-Length is bounded; the signature covers the bytes r
     streamingRequest(lazyBody(100, { pulled: 0 }, { stallAfter: 10 }), small),
   );
   assert.equal(timedOut.status, 408);
+  assert.equal(timedOut.headers.get('connection'), 'close');
   assertNoStore(timedOut);
   assert.equal((await timedOut.json()).retryable, true);
   assert.ok(Date.now() - started < 2000);

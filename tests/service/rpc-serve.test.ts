@@ -212,6 +212,8 @@ test('DOS-08 a batch body that stalls is a 408 after batchBodyTimeoutMs, its str
     new Request(RPC_URL, { method: 'POST', body: stalled, duplex: 'half' } as RequestInit),
   );
   assert.equal(response.status, 408);
+  // The rest of the body is never read: its connection cannot carry another request.
+  assert.equal(response.headers.get('connection'), 'close');
   const problem = await problemOf(response);
   assert.equal(problem.reason, 'rpc_batch_timeout');
   assert.equal(problem.retryable, true, 'Errors r2: a 408 is retryable by default');

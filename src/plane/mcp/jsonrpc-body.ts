@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { readBoundedText } from '../../core/bounded-body.ts';
+import { BODY_ABANDONED_HEADERS, readBoundedText } from '../../core/bounded-body.ts';
 
 /** JSON-RPC 2.0 error codes used before dispatch. */
 export const JSONRPC_PARSE_ERROR = -32700;
@@ -28,6 +28,8 @@ export interface BodyRefusal {
   status: number;
   code: number;
   message: string;
+  /** Headers the refusal adds (a body given up on closes its connection). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** A JSON-RPC error response (`id: null`: the request could not be read). */
@@ -40,7 +42,11 @@ export function jsonRpcErrorResponse(refusal: BodyRefusal, headers: HeadersInit)
     }),
     {
       status: refusal.status,
-      headers: { ...Object.fromEntries(new Headers(headers)), 'Content-Type': 'application/json' },
+      headers: {
+        ...Object.fromEntries(new Headers(headers)),
+        ...refusal.headers,
+        'Content-Type': 'application/json',
+      },
     },
   );
 }
@@ -85,6 +91,7 @@ export async function readMcpMessages(
       status: 400,
       code: JSONRPC_PARSE_ERROR,
       message: 'Parse error: the body could not be read',
+      headers: BODY_ABANDONED_HEADERS,
     };
   }
   if (text === undefined) {
