@@ -27,6 +27,8 @@ export interface CountableRpcSession {
 interface SessionTables {
   exports: unknown;
   imports: unknown;
+  /** The id the next export this side makes gets: it counts down from -1. */
+  nextExportId?: unknown;
 }
 
 let rawStubKey: symbol | null | undefined;
@@ -80,14 +82,68 @@ function countsMatch(tables: SessionTables, stats: { exports: number; imports?: 
     countKeys(tables.imports as object) === stats.imports;
 }
 
+/** The tables when they are the ones `getStats()` counts; else `undefined`. */
+function verifiedTables(session: CountableRpcSession): SessionTables | undefined {
+  const tables = sessionTables(session);
+  return tables !== undefined && countsMatch(tables, session.getStats()) ? tables : undefined;
+}
+
 /**
  * A function returning how many entries `session`'s exports table holds: the `exports` of
  * `getStats()`, without walking the imports table.
  */
 export function sessionExportCounter(session: CountableRpcSession): () => number {
-  const tables = sessionTables(session);
-  if (tables === undefined || !countsMatch(tables, session.getStats())) {
-    return () => session.getStats().exports;
-  }
+  const tables = verifiedTables(session);
+  if (tables === undefined) return () => session.getStats().exports;
   return () => countKeys(tables.exports as object);
+}
+
+/** How many exports a session has ever made: each one grows one of these two. */
+interface ExportsMade {
+  /** Entries the peer created: appended to the table, which never shrinks. */
+  appended: number;
+  /** Entries this side created: numbered downwards from -1. */
+  nextExportId: number;
+}
+
+function exportsMade(tables: SessionTables): ExportsMade | undefined {
+  const { nextExportId } = tables;
+  if (typeof nextExportId !== 'number') return undefined;
+  return { appended: (tables.exports as unknown[]).length, nextExportId };
+}
+
+/**
+ * A check of whether `session`'s exports table holds more than `maxEntries` entries, exact
+ * each time it is asked. Walking the table costs time in proportion to every entry it ever
+ * held on some engines (JavaScriptCore walks the holes released entries leave, so on Bun a
+ * long session's count grew with each call it had served). The check walks only when it
+ * must: the count at the last walk plus every export made since (the table's length grows by
+ * one per entry the peer creates, and the next id of this side's own exports counts down by
+ * one) bounds the count from above, and while that bound is within the limit so is the count.
+ */
+export function sessionExportLimit(
+  session: CountableRpcSession,
+  maxEntries: number,
+): () => boolean {
+  const tables = verifiedTables(session);
+  const made = tables === undefined ? undefined : exportsMade(tables);
+  if (tables === undefined || made === undefined) {
+    return () => session.getStats().exports > maxEntries;
+  }
+  let counted = countKeys(tables.exports as object);
+  let since = made;
+  return () => {
+    const now = exportsMade(tables);
+    if (now !== undefined) {
+      const peerMade = now.appended - since.appended;
+      const ownMade = since.nextExportId - now.nextExportId;
+      // Never negative unless the table was reshaped; then the bound says nothing: walk.
+      if (peerMade >= 0 && ownMade >= 0 && counted + peerMade + ownMade <= maxEntries) {
+        return false;
+      }
+    }
+    counted = countKeys(tables.exports as object);
+    since = now ?? since;
+    return counted > maxEntries;
+  };
 }

@@ -12,7 +12,7 @@
 import type { RpcTransport } from 'capnweb';
 import { hasSvcErrorShape, SvcInternalError } from '../core/errors.ts';
 import { peerMessageRefusal, type RpcReceiver } from './peer-message-screen.ts';
-import { type CountableRpcSession, sessionExportCounter } from './session-export-count.ts';
+import { type CountableRpcSession, sessionExportLimit } from './session-export-count.ts';
 
 /** The subset of the standard `WebSocket` interface an RPC session uses. */
 export interface RpcWebSocket {
@@ -185,7 +185,7 @@ export class WebSocketRpcTransport implements RpcTransport {
   #received: string[] = [];
   #waiting: { resolve(message: string): void; reject(error: unknown): void } | undefined;
   #error: unknown;
-  #entryLimit: { countExports: () => number; maxEntries: number } | undefined;
+  #entryLimit: { exceeded: () => boolean; maxEntries: number } | undefined;
   #receivedSinceCount = 0;
   #maxBufferedBytes: number;
   #receiver: RpcReceiver;
@@ -265,7 +265,7 @@ export class WebSocketRpcTransport implements RpcTransport {
    * many as the flow-control window allows.
    */
   limitEntries(session: RpcSessionStats, maxEntries: number): void {
-    this.#entryLimit = { countExports: sessionExportCounter(session), maxEntries };
+    this.#entryLimit = { exceeded: sessionExportLimit(session, maxEntries), maxEntries };
   }
 
   /**
@@ -351,8 +351,8 @@ export class WebSocketRpcTransport implements RpcTransport {
     waiting.reject(error);
   }
 
-  #entryLimitError(limit: { countExports: () => number; maxEntries: number }) {
-    if (limit.countExports() <= limit.maxEntries) return undefined;
+  #entryLimitError(limit: { exceeded: () => boolean; maxEntries: number }) {
+    if (!limit.exceeded()) return undefined;
     return new SvcInternalError(
       `RPC session holds more than ${limit.maxEntries} calls and references from its peer; ` +
         'release results before pushing more',

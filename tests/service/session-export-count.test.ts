@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { RpcSession, type RpcStub, RpcTarget, type RpcTransport } from 'capnweb';
-import { sessionExportCounter } from '../../src/service/session-export-count.ts';
+import {
+  sessionExportCounter,
+  sessionExportLimit,
+} from '../../src/service/session-export-count.ts';
 
 /** Two in-memory transports wired to each other: what one sends, the other receives. */
 function transportPair(): [RpcTransport, RpcTransport] {
@@ -35,9 +38,20 @@ function transportPair(): [RpcTransport, RpcTransport] {
   ];
 }
 
+class Widget extends RpcTarget {
+  id(): number {
+    return 7;
+  }
+}
+
 class Counter extends RpcTarget {
   echo(value: number): number {
     return value;
+  }
+
+  /** New objects by reference: exports this side makes (negative ids), one call for all. */
+  widgets(n: number): Widget[] {
+    return Array.from({ length: n }, () => new Widget());
   }
 
   ticks(n: number): ReadableStream<number> {
@@ -66,6 +80,7 @@ function servedPair() {
   const count = sessionExportCounter(watched);
   return {
     server,
+    watched,
     main: client.getRemoteMain() as unknown as RpcStub<Counter>,
     count,
     statsCallsSince: () => {
@@ -109,5 +124,60 @@ test('the export count equals getStats().exports while a stream is in flight', a
   await settle();
   assert.equal(count(), server.getStats().exports);
   assert.equal(calls(), 0);
+  main[Symbol.dispose]();
+});
+
+test('the export limit check says "over" exactly when getStats().exports passes the limit', async () => {
+  const { server, watched, main } = servedPair();
+  const base = server.getStats().exports;
+  const limit = base + 6;
+  const exceeded = sessionExportLimit(watched, limit);
+  const agrees = (step: string) =>
+    assert.equal(
+      exceeded(),
+      server.getStats().exports > limit,
+      `${step}: ${server.getStats().exports}`,
+    );
+  agrees('opened');
+  // Held calls the peer pushed (appended entries) and objects this side exported by reference
+  // (entries numbered downwards) both count, whichever grows the table.
+  const held: { [Symbol.dispose](): void }[] = [];
+  for (let i = 0; i < 4; i++) {
+    held.push(main.echo(i));
+    await settle();
+    agrees(`held call ${i}`);
+  }
+  for (const call of held) call[Symbol.dispose]();
+  await settle();
+  agrees('calls released');
+  // One call, eight objects: the table grows by one appended entry and eight of this side's.
+  const widgets = main.widgets(8);
+  const received = await widgets;
+  assert.equal(received.length, 8);
+  await settle();
+  agrees('eight widgets held');
+  assert.equal(exceeded(), true, 'past the limit now');
+  for (const widget of received) widget[Symbol.dispose]();
+  widgets[Symbol.dispose]();
+  await settle();
+  agrees('all released');
+  assert.equal(exceeded(), false);
+  // Many calls made and released since: the check still agrees, table holes and all.
+  for (let i = 0; i < 50; i++) assert.equal(await main.echo(i), i);
+  await settle();
+  agrees('after fifty more calls');
+  const more = [
+    main.echo(1),
+    main.echo(2),
+    main.echo(3),
+    main.echo(4),
+    main.echo(5),
+    main.echo(6),
+    main.echo(7),
+  ];
+  await settle();
+  agrees('seven held again');
+  assert.equal(exceeded(), true);
+  for (const call of more) call[Symbol.dispose]();
   main[Symbol.dispose]();
 });
