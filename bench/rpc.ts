@@ -8,6 +8,11 @@
  * runtime's plain server and a raw client (see `raw-capnweb.ts`): nothing of ours on either
  * end. In-process HTTP-batch hands each batch to `service.fetch` against raw Cap'n Web's
  * `newHttpBatchRpcResponse`, both given a `Request` built the same way.
+ *
+ * The HTTP-batch rows also measure their floor in the same run: raw Cap'n Web sending the batch
+ * the contract asks for (`authenticate(token)`, then the call on what it returns, pipelined in
+ * one request) to a raw target that checks nothing, against the same primitive. What the floor
+ * is below 1 is the contract's batch shape, before any work of ours.
  */
 import { newHttpBatchRpcResponse, newHttpBatchRpcSession, RpcTarget } from 'capnweb';
 import { z } from 'zod';
@@ -95,6 +100,16 @@ class RawBenchTarget extends RpcTarget {
   }
 }
 
+/**
+ * The contract's batch shape with nothing behind it: `authenticate` takes the token unread and
+ * returns the raw target.
+ */
+class RawGate extends RpcTarget {
+  authenticate(_token: string): RawBenchTarget {
+    return new RawBenchTarget();
+  }
+}
+
 interface Loopback {
   serve(target: FetchTarget): Promise<ServedServer>;
   createWebSocket?: (url: string) => WebSocket;
@@ -178,12 +193,14 @@ async function loopbackPair() {
   const { service, token } = await benchService();
   const ours = await serve(service);
   const raw = await rawCapnWebServer(() => new RawBenchTarget());
+  const rawGate = await rawCapnWebServer(() => new RawGate());
   return {
     ours,
     raw,
+    rawGate,
     token,
     createWebSocket,
-    close: () => Promise.all([ours.close(), raw.close()]),
+    close: () => Promise.all([ours.close(), raw.close(), rawGate.close()]),
   };
 }
 
@@ -221,19 +238,31 @@ async function loopbackHttpBatch(concurrency: number) {
     () => sessionOver(httpBatchRpc(`${servers.ours.url}${RPC_PATH}`), servers.token),
   );
   let nextOurs = 0;
+  const primitive = async () => {
+    using main = rawHttpBatchMain<RawBenchTarget>(servers.raw.url);
+    checkEcho(await main.echo(INPUT));
+  };
+  const options = { opsPerRound: 4 * concurrency, warmupMs: 500, budgetMs: 2000 };
   try {
-    return await compareConcurrent(
+    const measured = await compareConcurrent(
       async () => {
         const session = ourSessions[nextOurs++ % concurrency];
         checkEcho(await session.echo(INPUT));
       },
-      async () => {
-        using main = rawHttpBatchMain<RawBenchTarget>(servers.raw.url);
-        checkEcho(await main.echo(INPUT));
-      },
+      primitive,
       concurrency,
-      { opsPerRound: 4 * concurrency, warmupMs: 500, budgetMs: 2000 },
+      options,
     );
+    const floor = await compareConcurrent(
+      async () => {
+        using gate = rawHttpBatchMain<RawGate>(servers.rawGate.url);
+        checkEcho(await gate.authenticate(servers.token).echo(INPUT));
+      },
+      primitive,
+      concurrency,
+      options,
+    );
+    return { ...measured, floor: floor.ratio };
   } finally {
     for (const session of ourSessions) disposeAbilitySession(session);
     await servers.close();
@@ -245,13 +274,20 @@ async function loopbackHttpBatch(concurrency: number) {
  * this origin the bench hands the request straight to `newHttpBatchRpcResponse`.
  */
 const RAW_IN_PROCESS_ORIGIN = 'http://raw-capnweb.bench.internal';
+/** The same for the floor's raw target behind `authenticate`. */
+const RAW_GATE_IN_PROCESS_ORIGIN = 'http://raw-gate.bench.internal';
 
 function withInProcessRawFetch<T>(run: () => Promise<T>): Promise<T> {
   const original = globalThis.fetch;
   globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
     const request = new Request(input, init);
-    if (!request.url.startsWith(RAW_IN_PROCESS_ORIGIN)) return original(request);
-    return newHttpBatchRpcResponse(request, new RawBenchTarget());
+    if (request.url.startsWith(RAW_IN_PROCESS_ORIGIN)) {
+      return newHttpBatchRpcResponse(request, new RawBenchTarget());
+    }
+    if (request.url.startsWith(RAW_GATE_IN_PROCESS_ORIGIN)) {
+      return newHttpBatchRpcResponse(request, new RawGate());
+    }
+    return original(request);
   }) as typeof fetch;
   return run().finally(() => {
     globalThis.fetch = original;
@@ -311,20 +347,33 @@ export const benchmarks: Benchmark[] = [
     async run() {
       const { service, token } = await benchService();
       using session = sessionOver(httpBatchRpc((request) => service.fetch(request)), token);
-      return await withInProcessRawFetch(() =>
-        compareThroughput(
+      const primitive = async (count: number) => {
+        for (let i = 0; i < count; i++) {
+          using main = newHttpBatchRpcSession<RawBenchTarget>(RAW_IN_PROCESS_ORIGIN);
+          checkEcho(await main.echo(INPUT));
+        }
+      };
+      const options = { opsPerRound: 200, warmupMs: 500, budgetMs: 2000 };
+      return await withInProcessRawFetch(async () => {
+        const measured = await compareThroughput(
           async (count) => {
             for (let i = 0; i < count; i++) checkEcho(await session.echo(INPUT));
           },
+          primitive,
+          options,
+        );
+        const floor = await compareThroughput(
           async (count) => {
             for (let i = 0; i < count; i++) {
-              using main = newHttpBatchRpcSession<RawBenchTarget>(RAW_IN_PROCESS_ORIGIN);
-              checkEcho(await main.echo(INPUT));
+              using gate = newHttpBatchRpcSession<RawGate>(RAW_GATE_IN_PROCESS_ORIGIN);
+              checkEcho(await gate.authenticate(token).echo(INPUT));
             }
           },
-          { opsPerRound: 200, warmupMs: 500, budgetMs: 2000 },
-        )
-      );
+          primitive,
+          options,
+        );
+        return { ...measured, floor: floor.ratio };
+      });
     },
   },
 ];
