@@ -8,6 +8,7 @@
 import { RpcTarget } from 'capnweb';
 import { CapabilityAuthError } from '../core/errors.ts';
 import {
+  type CapabilityTokenClaims,
   recheckVerifiedToken,
   verifyCapabilityClaims,
   type VerifyCapabilityTokenOptions,
@@ -86,32 +87,74 @@ export class AbilityGateway extends RpcTarget {
 
   /**
    * Verifies a capability token (and its proof of possession when the token is bound) and
-   * returns the ability stub for this caller.
+   * returns the ability stub for this caller. A token this service verified before, not bound
+   * to a key, is decided at once (every check run again, synchronously): its stub comes back
+   * without a promise, so the calls pipelined on it in the same batch run without waiting.
    */
-  async authenticate(token: unknown, proof?: unknown): Promise<RpcTarget> {
+  authenticate(token: unknown, proof?: unknown): RpcTarget | Promise<RpcTarget> {
+    const verifyOptions = verifyOptionsOf(this.#context.service);
+    let claims: CapabilityTokenClaims | undefined;
+    try {
+      claims = typeof token === 'string' ? recheckVerifiedToken(token, verifyOptions) : undefined;
+    } catch (error) {
+      return Promise.reject(this.#warnedOf(error, token));
+    }
+    if (claims === undefined || claims.cnf !== undefined) {
+      return this.#authenticateFully(token, proof, verifyOptions);
+    }
+    try {
+      return this.#abilityTarget(token as string, this.#admitted(claims));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** The verification failure, after telling the operator what may be wrong on their side. */
+  #warnedOf(error: unknown, token: unknown): unknown {
+    warnOfVerificationTrouble(error, token, {
+      issuer: this.#context.service.issuer,
+      log: this.#context.log,
+      ...(this.#context.requestId !== undefined ? { requestId: this.#context.requestId } : {}),
+    });
+    return error;
+  }
+
+  async #authenticateFully(
+    token: unknown,
+    proof: unknown,
+    verifyOptions: VerifyCapabilityTokenOptions,
+  ): Promise<RpcTarget> {
+    const { service, ability } = this.#context;
+    const claims = await verifyCapabilityClaims(token, verifyOptions).catch((error: unknown) => {
+      throw this.#warnedOf(error, token);
+    });
+    const identity = this.#admitted(claims);
+    if (claims.cnf === undefined) return this.#abilityTarget(token as string, identity);
+    await verifyCapabilityProof(proof, {
+      token: token as string,
+      jkt: claims.cnf.jkt,
+      audience: service.id,
+      abilityId: ability.id,
+    });
+    return this.#abilityTarget(
+      token as string,
+      confirmedIdentityOf(claims as typeof claims & { cnf: { jkt: string } }),
+    );
+  }
+
+  /** The identity of verified `claims`, once ingress and access class admit it. */
+  #admitted(claims: CapabilityTokenClaims): VerifiedIdentity {
+    // One frozen identity per verified token, shared by every request presenting it.
+    const identity = verifiedIdentityOf(claims);
+    checkIngress(identity, this.#context.service.brokerServiceId);
+    checkAccessClass(identity, this.#context.ability);
+    return identity;
+  }
+
+  /** The validating ability stub for an admitted caller. */
+  #abilityTarget(token: string, identity: VerifiedIdentity): RpcTarget {
     const { ability, service, metadata, transport } = this.#context;
     const verifyOptions = verifyOptionsOf(service);
-    const claims = await verifyCapabilityClaims(token, verifyOptions).catch((error: unknown) => {
-      warnOfVerificationTrouble(error, token, {
-        issuer: service.issuer,
-        log: this.#context.log,
-        ...(this.#context.requestId !== undefined ? { requestId: this.#context.requestId } : {}),
-      });
-      throw error;
-    });
-    // One frozen identity per verified token, shared by every request presenting it.
-    let identity = verifiedIdentityOf(claims);
-    checkIngress(identity, service.brokerServiceId);
-    checkAccessClass(identity, ability);
-    if (claims.cnf !== undefined) {
-      await verifyCapabilityProof(proof, {
-        token: token as string,
-        jkt: claims.cnf.jkt,
-        audience: service.id,
-        abilityId: ability.id,
-      });
-      identity = confirmedIdentityOf(claims as typeof claims & { cnf: { jkt: string } });
-    }
     // Forwarded connection info is advisory and only trusted on the brokered path.
     const connInfo = service.brokerServiceId !== undefined ? metadata.connInfo : undefined;
     this.#context.onAuthenticated?.();
