@@ -166,14 +166,17 @@ export function applyMetadataHeaders(headers: Headers, meta: OutboundRpcMetadata
 
 /**
  * The headers of {@link applyMetadataHeaders} added to a copy of `base`, as a plain record:
- * a request built from a record skips building a `Headers` object first.
+ * a request built from a record skips building a `Headers` object first. With no metadata to
+ * send, `base` itself (which a request only reads).
  */
 export function withMetadataHeaders(
   base: Readonly<Record<string, string>>,
   meta: OutboundRpcMetadata,
-): Record<string, string> {
+): Readonly<Record<string, string>> {
+  const entries = metadataEntries(meta);
+  if (entries.length === 0) return base;
   const headers = { ...base };
-  for (const [header, , value] of metadataEntries(meta)) headers[header] = value;
+  for (const [header, , value] of entries) headers[header] = value;
   return headers;
 }
 
