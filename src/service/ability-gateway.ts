@@ -16,6 +16,7 @@ import {
 import type { VerifiedIdentity } from '../core/identity.ts';
 import type { SvcLogEvent } from '../core/logging.ts';
 import type { AbilityDefinition } from './ability.ts';
+import type { AbilityCallContext } from './ability-call.ts';
 import { createAbilityTarget } from './ability-target.ts';
 import type { InboundRpcMetadata } from './inbound-metadata.ts';
 import { verifyCapabilityProof } from './proof-verify.ts';
@@ -158,31 +159,31 @@ export class AbilityGateway extends RpcTarget {
     // Forwarded connection info is advisory and only trusted on the brokered path.
     const connInfo = service.brokerServiceId !== undefined ? metadata.connInfo : undefined;
     this.#context.onAuthenticated?.();
-    return createAbilityTarget(ability, {
+    // Optional members are set one by one: spreading conditional objects copies each through a
+    // generic, slow path on some engines (JavaScriptCore), on every request.
+    const call: AbilityCallContext = {
       identity,
       context: this.#context.context,
-      ...(connInfo !== undefined ? { connInfo } : {}),
-      ...(metadata.idempotencyKey !== undefined ? { idempotencyKey: metadata.idempotencyKey } : {}),
-      ...(this.#context.requestId !== undefined ? { requestId: this.#context.requestId } : {}),
       transport,
-      // A session transport outlives its authentication: each call checks again that the token
-      // has not expired and that its key is still published (a verified-token cache hit, unless
-      // the service's JWKS changed), so expiry and key revocation end what the token allowed.
-      // An HTTP-batch authenticates with every request and needs no second look.
-      ...(transport !== 'http-batch'
-        ? {
-          recheckToken: () =>
-            recheckVerifiedToken(token as string, verifyOptions) ??
-              verifyCapabilityClaims(token, verifyOptions),
-        }
-        : {}),
-      ...(this.#context.callerDeadlineEndsAt !== undefined
-        ? { callerDeadlineEndsAt: this.#context.callerDeadlineEndsAt }
-        : {}),
-      ...(service.methodCeilingMs !== undefined
-        ? { serviceMethodCeilingMs: service.methodCeilingMs }
-        : {}),
       log: this.#context.log,
-    });
+    };
+    if (connInfo !== undefined) call.connInfo = connInfo;
+    if (metadata.idempotencyKey !== undefined) call.idempotencyKey = metadata.idempotencyKey;
+    if (this.#context.requestId !== undefined) call.requestId = this.#context.requestId;
+    // A session transport outlives its authentication: each call checks again that the token
+    // has not expired and that its key is still published (a verified-token cache hit, unless
+    // the service's JWKS changed), so expiry and key revocation end what the token allowed.
+    // An HTTP-batch authenticates with every request and needs no second look.
+    if (transport !== 'http-batch') {
+      call.recheckToken = () =>
+        recheckVerifiedToken(token, verifyOptions) ?? verifyCapabilityClaims(token, verifyOptions);
+    }
+    if (this.#context.callerDeadlineEndsAt !== undefined) {
+      call.callerDeadlineEndsAt = this.#context.callerDeadlineEndsAt;
+    }
+    if (service.methodCeilingMs !== undefined) {
+      call.serviceMethodCeilingMs = service.methodCeilingMs;
+    }
+    return createAbilityTarget(ability, call);
   }
 }

@@ -21,7 +21,7 @@ import {
   SVC_REQUEST_ID_QUERY_PARAM,
 } from '../core/request-id.ts';
 import { type AbilityDefinition, assertUniqueProjections } from './ability.ts';
-import { AbilityGateway } from './ability-gateway.ts';
+import { AbilityGateway, type GatewayContext } from './ability-gateway.ts';
 import { type ServiceDiscoveryDocument, serviceDiscoveryDocument } from './discovery.ts';
 import { readInboundMetadata } from './inbound-metadata.ts';
 import {
@@ -36,7 +36,7 @@ import {
   errorWithheldEvent,
   recordLogEvent,
 } from './log-events.ts';
-import { serveRpc } from './rpc-serve.ts';
+import { serveRpc, type ServeRpcOptions } from './rpc-serve.ts';
 import { resolveServiceOptions, type ServiceOptions } from './service-options.ts';
 import { isWebSocketUpgradeRequest } from './websocket-upgrade.ts';
 
@@ -183,11 +183,12 @@ export function createService(options: ServiceOptions): SvcService {
       });
       const requestId = contextRequestId(c);
       const arrivedAt = Date.now();
-      return serveRpc(request, {
+      // Optional members are set one by one rather than spread from conditional objects: on
+      // some engines (JavaScriptCore) each spread copies through a slow generic path, per request.
+      const serve: ServeRpcOptions = {
         transports: ability.rpc.transports,
         runtime: c.env,
         requestId,
-        ...(options.upgradeWebSocket !== undefined ? { upgrader: options.upgradeWebSocket } : {}),
         // The backstop behind the wrapper: what reaches it is a failure the handler caused
         // (an output Cap'n Web cannot send) or one of Cap'n Web's own, replaced all the same.
         onErrorReplaced: (error) => emit(c, errorWithheldEvent(requestId, ability.id, error)),
@@ -203,19 +204,23 @@ export function createService(options: ServiceOptions): SvcService {
           }
           emit(c, { event: 'svc.request.failed', level: 'warn', requestId, ...fields });
         },
-        createMain: (meta) =>
-          new AbilityGateway({
+        createMain: (meta) => {
+          const gateway: GatewayContext = {
             ability,
             service: resolved,
             transport,
             metadata,
-            ...(budgetMs !== undefined ? { callerDeadlineEndsAt: arrivedAt + budgetMs } : {}),
             requestId,
             context: c,
             log: (event) => emit(c, event),
-            ...(meta.authenticated !== undefined ? { onAuthenticated: meta.authenticated } : {}),
-          }),
-      });
+          };
+          if (budgetMs !== undefined) gateway.callerDeadlineEndsAt = arrivedAt + budgetMs;
+          if (meta.authenticated !== undefined) gateway.onAuthenticated = meta.authenticated;
+          return new AbilityGateway(gateway);
+        },
+      };
+      if (options.upgradeWebSocket !== undefined) serve.upgrader = options.upgradeWebSocket;
+      return serveRpc(request, serve);
     });
   }
 
