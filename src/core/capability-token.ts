@@ -192,29 +192,42 @@ function checkSigner(signer: CapabilitySigner): void {
  * requires), so the issuer can never mint a token a service would refuse as malformed; a
  * violation throws `SvcConfigurationError`. Members outside the closed set are not signed.
  */
-export async function signCapabilityToken(
+export function signCapabilityToken(
   claims: CapabilityTokenClaims,
   signer: CapabilitySigner,
 ): Promise<string> {
-  const prefix = signingInputPrefix(signer);
-  const closed = readCapabilityClaims(claims, refuseMalformedClaims);
-  // Sized before anything is signed: a token the verifier would refuse as too large is never
-  // minted at all.
-  const written = writeCapabilityClaimsJson(closed, payloadScratch);
-  if (written < 0) tooLarge();
-  const { start, bytes: header } = prefix;
-  const inputLength = header.length + base64UrlLength(written);
-  if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
-  if (lastHeader !== header) {
-    signingInputScratch.set(header, start);
-    lastHeader = header;
+  // Not an async function: the signature is the one thing to wait for, and an async frame
+  // around it would cost every token a promise and a suspended frame more.
+  let signing: Promise<ArrayBuffer>;
+  let signedText: string;
+  try {
+    const prefix = signingInputPrefix(signer);
+    const closed = readCapabilityClaims(claims, refuseMalformedClaims);
+    // Sized before anything is signed: a token the verifier would refuse as too large is never
+    // minted at all.
+    const written = writeCapabilityClaimsJson(closed, payloadScratch);
+    if (written < 0) tooLarge();
+    const { start, bytes: header } = prefix;
+    const inputLength = header.length + base64UrlLength(written);
+    if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
+    if (lastHeader !== header) {
+      signingInputScratch.set(header, start);
+      lastHeader = header;
+    }
+    writeBase64UrlUnits(payloadScratch, written, signingInputUnits, (start + header.length) / 2);
+    const signingInput = signingInputScratch.subarray(start, start + inputLength);
+    signing = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
+    // Read back before the signature is waited for: after that the scratch belongs to the next
+    // mint.
+    signedText = asciiDecoder.decode(signingInput);
+  } catch (error) {
+    return Promise.reject(error);
   }
-  writeBase64UrlUnits(payloadScratch, written, signingInputUnits, (start + header.length) / 2);
-  const signingInput = signingInputScratch.subarray(start, start + inputLength);
-  const signing = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
-  // Read back before the first await: after it the scratch belongs to the next mint.
-  const signedText = asciiDecoder.decode(signingInput);
-  const signature = new Uint8Array(await signing);
+  return signing.then((signature) => compactToken(signedText, signature));
+}
+
+function compactToken(signedText: string, result: ArrayBuffer): string {
+  const signature = new Uint8Array(result);
   if (signature.length !== ES256_SIGNATURE_BYTES) {
     throw new SvcConfigurationError('The capability signing key did not yield an ES256 signature');
   }
