@@ -15,6 +15,12 @@ import type { ResolvedTarget } from './catalog.ts';
 
 export { isWildcardScope } from '../service/identifiers.ts';
 
+// Scope names that passed the checks below: the checks read nothing but the name, so a name seen
+// before passes again without them. Bounded: a flood of distinct names costs re-checks, never
+// memory.
+const wellFormedScopes = new Set<unknown>();
+const MAX_WELL_FORMED_SCOPES = 1024;
+
 /**
  * Sorts and de-duplicates requested scopes. An entry that is not a usable scope name (not a
  * string, empty, whitespace or control characters) is refused with reason `invalid_scope`; a
@@ -29,6 +35,7 @@ export function normalizeScopes(scopes: readonly string[]): string[] {
     });
   }
   for (const scope of scopes) {
+    if (wellFormedScopes.has(scope)) continue;
     const problem = scopeNameProblem(scope);
     if (problem !== undefined) {
       throw new CapabilityAuthError(`Invalid scope: a scope ${problem}`, {
@@ -42,6 +49,8 @@ export function normalizeScopes(scopes: readonly string[]): string[] {
         { status: 403, reason: 'unknown_scope' },
       );
     }
+    if (wellFormedScopes.size >= MAX_WELL_FORMED_SCOPES) wellFormedScopes.clear();
+    wellFormedScopes.add(scope);
   }
   // Code-unit order, not locale order: the result feeds cache keys and must be stable everywhere.
   // Callers that normalized once (the requesters, a repeated request) send the scopes in that
