@@ -98,27 +98,27 @@ export function grantedScopes(
 }
 
 // Accepted documents and built endpoints are frozen: what they publish and grant cannot change,
-// so the sets the grant check reads on every mint are built once per document and endpoint.
+// so the sets the grant check reads on every mint are built once per document and endpoint. Only
+// frozen objects are remembered, and an object cannot be unfrozen, so one found here needs no
+// second look.
 const publishedSets = new WeakMap<object, ReadonlySet<string>>();
 const grantedSets = new WeakMap<object, Map<string, ReadonlySet<string>>>();
 
 function publishedScopeSet(document: ServiceDiscoveryDocument): ReadonlySet<string> {
-  if (!Object.isFrozen(document)) return publishedScopes(document);
   let published = publishedSets.get(document);
-  if (published === undefined) {
-    published = publishedScopes(document);
-    publishedSets.set(document, published);
-  }
+  if (published !== undefined) return published;
+  published = publishedScopes(document);
+  if (Object.isFrozen(document)) publishedSets.set(document, published);
   return published;
 }
 
 function grantedScopeSet(target: ResolvedTarget, callerServiceId: string): ReadonlySet<string> {
   const endpoint = target.endpoint;
-  if (!Object.isFrozen(endpoint) || !Object.isFrozen(endpoint.grants)) {
-    return grantedScopes(target, callerServiceId);
-  }
   let byCaller = grantedSets.get(endpoint);
   if (byCaller === undefined) {
+    if (!Object.isFrozen(endpoint) || !Object.isFrozen(endpoint.grants)) {
+      return grantedScopes(target, callerServiceId);
+    }
     byCaller = new Map();
     grantedSets.set(endpoint, byCaller);
   }
@@ -134,12 +134,10 @@ function grantedScopeSet(target: ResolvedTarget, callerServiceId: string): Reado
 const abilityIdSets = new WeakMap<object, ReadonlySet<string>>();
 
 function declaredAbilityIds(document: ServiceDiscoveryDocument): ReadonlySet<string> {
-  if (!Object.isFrozen(document)) return new Set(document.abilities.map((ability) => ability.id));
   let ids = abilityIdSets.get(document);
-  if (ids === undefined) {
-    ids = new Set(document.abilities.map((ability) => ability.id));
-    abilityIdSets.set(document, ids);
-  }
+  if (ids !== undefined) return ids;
+  ids = new Set(document.abilities.map((ability) => ability.id));
+  if (Object.isFrozen(document)) abilityIdSets.set(document, ids);
   return ids;
 }
 
