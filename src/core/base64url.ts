@@ -95,47 +95,58 @@ export function decodeCheckedBase64Url(text: string): Uint8Array<ArrayBuffer> {
   return bytes;
 }
 
-const ALPHABET_CODES = utf8Encoder.encode(ALPHABET);
+// The ASCII codes of every pair of digits, as the two bytes they occupy in memory: written as one
+// 16-bit unit, a pair lands in the right order whatever the platform's byte order.
+const PAIR_UNITS = new Uint16Array(4096);
+{
+  const pairBytes = new Uint8Array(PAIR_UNITS.buffer);
+  for (let pair = 0; pair < 4096; pair++) {
+    pairBytes[2 * pair] = ALPHABET.charCodeAt(pair >> 6);
+    pairBytes[2 * pair + 1] = ALPHABET.charCodeAt(pair & 0x3f);
+  }
+}
 
 /**
- * Writes unpadded base64url of the first `length` bytes of `bytes` into `out` at `offset` as
- * ASCII and returns the end.
+ * Writes unpadded base64url of the first `length` bytes of `bytes` as ASCII, two characters per
+ * 16-bit unit, into `out` from unit `unitOffset` (byte `2 * unitOffset` of its buffer), and
+ * returns the number of characters written. When that number is odd, the unit holding the last
+ * character also receives one more byte after it: callers leave room for it and never read it.
  */
-export function writeBase64Url(
+export function writeBase64UrlUnits(
   bytes: Uint8Array,
   length: number,
-  out: Uint8Array,
-  offset: number,
+  out: Uint16Array,
+  unitOffset: number,
 ): number {
-  const codes = ALPHABET_CODES;
+  const pairs = PAIR_UNITS;
   const whole = length - (length % 3);
-  let at = offset;
+  let at = unitOffset;
   let i = 0;
   for (; i < whole; i += 3) {
     const bits = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-    out[at++] = codes[bits >> 18];
-    out[at++] = codes[(bits >> 12) & 0x3f];
-    out[at++] = codes[(bits >> 6) & 0x3f];
-    out[at++] = codes[bits & 0x3f];
+    out[at++] = pairs[bits >> 12];
+    out[at++] = pairs[bits & 0xfff];
   }
   if (length - whole === 1) {
-    const bits = bytes[i] << 16;
-    out[at++] = codes[bits >> 18];
-    out[at++] = codes[(bits >> 12) & 0x3f];
-  } else if (length - whole === 2) {
-    const bits = (bytes[i] << 16) | (bytes[i + 1] << 8);
-    out[at++] = codes[bits >> 18];
-    out[at++] = codes[(bits >> 12) & 0x3f];
-    out[at++] = codes[(bits >> 6) & 0x3f];
+    out[at] = pairs[bytes[i] << 4];
+    return (whole / 3) * 4 + 2;
   }
-  return at;
+  if (length - whole === 2) {
+    const bits = (bytes[i] << 10) | (bytes[i + 1] << 2);
+    out[at++] = pairs[bits >> 6];
+    out[at] = pairs[(bits & 0x3f) << 6];
+    return (whole / 3) * 4 + 3;
+  }
+  return (whole / 3) * 4;
 }
 
 // From digests and signatures up, writing the ASCII codes and decoding them in one call beats
 // concatenating pairs (which also leaves a rope to flatten later); below, the call costs more.
 const MIN_SCRATCH_ENCODE_BYTES = 24;
 const MAX_SCRATCH_ENCODE_BYTES = 3072;
-const encodeScratch = new Uint8Array((MAX_SCRATCH_ENCODE_BYTES / 3) * 4);
+// One unit more than the longest encoding: an odd-length one writes a byte past its end.
+const encodeScratchUnits = new Uint16Array((MAX_SCRATCH_ENCODE_BYTES / 3) * 2 + 1);
+const encodeScratch = new Uint8Array(encodeScratchUnits.buffer);
 const asciiDecoder = new TextDecoder();
 
 /** Encodes bytes as unpadded base64url. */
@@ -145,7 +156,7 @@ export function encodeBase64Url(bytes: Uint8Array): string {
   }
   const length = bytes.length;
   if (length >= MIN_SCRATCH_ENCODE_BYTES && length <= MAX_SCRATCH_ENCODE_BYTES) {
-    const end = writeBase64Url(bytes, length, encodeScratch, 0);
+    const end = writeBase64UrlUnits(bytes, length, encodeScratchUnits, 0);
     return asciiDecoder.decode(encodeScratch.subarray(0, end));
   }
   // Two output characters per table lookup; faster than atob/btoa, which some runtimes

@@ -14,7 +14,7 @@ import {
   encodeBase64Url,
   encodeBase64UrlText,
   hasCanonicalBase64UrlEnding,
-  writeBase64Url,
+  writeBase64UrlUnits,
 } from './base64url.ts';
 import type { CapabilityKeySet } from './capability-key-set.ts';
 import { refuseUnknownKeys } from './config-values.ts';
@@ -26,11 +26,11 @@ import {
 } from './errors.ts';
 import type { VerifiedIdentity } from './identity.ts';
 import {
-  capabilityClaimsJson,
   type CapabilityTokenClaims,
   freezeCapabilityClaims,
   identityFromClaims,
   readCapabilityClaims,
+  writeCapabilityClaimsJson,
 } from './token-claims.ts';
 import { verifiedTokenCacheFor } from './verified-token-cache.ts';
 
@@ -108,6 +108,8 @@ function refuse(reason: string, message: string): never {
 interface EncodedHeader {
   kid: string;
   bytes: Uint8Array;
+  /** Where in the scratch the input starts: 0 or 1, so the payload segment starts on a unit. */
+  start: number;
 }
 const encodedHeaders = new WeakMap<CapabilitySigner, EncodedHeader>();
 
@@ -118,7 +120,8 @@ function signingInputPrefix(signer: CapabilitySigner): EncodedHeader {
   const header = encodeBase64UrlText(
     JSON.stringify({ alg: 'ES256', kid: signer.kid, typ: CAPABILITY_TOKEN_TYP }),
   );
-  const encoded = { kid: signer.kid, bytes: asciiEncoder.encode(`${header}.`) };
+  const bytes = asciiEncoder.encode(`${header}.`);
+  const encoded = { kid: signer.kid, bytes, start: bytes.length % 2 };
   encodedHeaders.set(signer, encoded);
   return encoded;
 }
@@ -129,10 +132,9 @@ function base64UrlLength(byteLength: number): number {
 
 // Space the signature segment and its dot take in every token.
 const SIGNATURE_SEGMENT_LENGTH = 1 + base64UrlLength(ES256_SIGNATURE_BYTES);
-// UTF-8 never takes fewer bytes than UTF-16 code units, so a payload whose JSON text is longer
-// than this cannot fit in a token whatever it contains; anything shorter encodes in at most three
-// bytes per code unit.
-const MAX_PAYLOAD_JSON_LENGTH = Math.floor(
+// The most claims JSON any token has room for (with an empty header): longer UTF-8 cannot fit
+// whatever it contains.
+const MAX_PAYLOAD_JSON_BYTES = Math.floor(
   ((MAX_CAPABILITY_TOKEN_BYTES - SIGNATURE_SEGMENT_LENGTH) * 3) / 4,
 );
 
@@ -141,14 +143,25 @@ const MAX_PAYLOAD_JSON_LENGTH = Math.floor(
 // (it "gets a copy of the bytes" as its first step), so concurrent mints never see each other's
 // bytes. Two fixed buffers instead of two fresh ones per token: typed arrays of a few hundred
 // bytes are allocated outside the heap on some runtimes and cost more than the encoding itself.
-const payloadScratch = new Uint8Array(MAX_PAYLOAD_JSON_LENGTH * 3);
-const signingInputScratch = new Uint8Array(MAX_CAPABILITY_TOKEN_BYTES);
+// The input's base64url is written two characters per 16-bit unit; one spare unit at the end
+// takes the byte an odd-length encoding writes past itself.
+const payloadScratch = new Uint8Array(MAX_PAYLOAD_JSON_BYTES);
+const signingInputUnits = new Uint16Array(MAX_CAPABILITY_TOKEN_BYTES / 2 + 2);
+const signingInputScratch = new Uint8Array(signingInputUnits.buffer);
+// The header bytes the scratch starts with now: a signer's next token skips writing them again.
+let lastHeader: Uint8Array | undefined;
 
 function tooLarge(): never {
   throw new SvcConfigurationError(
     `Refusing to sign a capability token larger than ${MAX_CAPABILITY_TOKEN_BYTES} bytes`,
     { reason: 'invalid_claims' },
   );
+}
+
+function refuseMalformedClaims(problem: string): never {
+  throw new SvcConfigurationError(`Refusing to sign a malformed capability token: ${problem}`, {
+    reason: 'invalid_claims',
+  });
 }
 
 function checkSigner(signer: CapabilitySigner): void {
@@ -179,30 +192,42 @@ function checkSigner(signer: CapabilitySigner): void {
  * requires), so the issuer can never mint a token a service would refuse as malformed; a
  * violation throws `SvcConfigurationError`. Members outside the closed set are not signed.
  */
-export async function signCapabilityToken(
+export function signCapabilityToken(
   claims: CapabilityTokenClaims,
   signer: CapabilitySigner,
 ): Promise<string> {
-  const prefix = signingInputPrefix(signer);
-  const closed = readCapabilityClaims(claims, (problem) => {
-    throw new SvcConfigurationError(`Refusing to sign a malformed capability token: ${problem}`, {
-      reason: 'invalid_claims',
-    });
-  });
-  // Sized before anything is signed: a token the verifier would refuse as too large is never
-  // minted at all.
-  const json = capabilityClaimsJson(closed);
-  if (json.length > MAX_PAYLOAD_JSON_LENGTH) tooLarge();
-  const { written } = asciiEncoder.encodeInto(json, payloadScratch);
-  const inputLength = prefix.bytes.length + base64UrlLength(written);
-  if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
-  signingInputScratch.set(prefix.bytes);
-  writeBase64Url(payloadScratch, written, signingInputScratch, prefix.bytes.length);
-  const signingInput = signingInputScratch.subarray(0, inputLength);
-  const signing = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
-  // Read back before the first await: after it the scratch belongs to the next mint.
-  const signedText = asciiDecoder.decode(signingInput);
-  const signature = new Uint8Array(await signing);
+  // Not an async function: the signature is the one thing to wait for, and an async frame
+  // around it would cost every token a promise and a suspended frame more.
+  let signing: Promise<ArrayBuffer>;
+  let signedText: string;
+  try {
+    const prefix = signingInputPrefix(signer);
+    const closed = readCapabilityClaims(claims, refuseMalformedClaims);
+    // Sized before anything is signed: a token the verifier would refuse as too large is never
+    // minted at all.
+    const written = writeCapabilityClaimsJson(closed, payloadScratch);
+    if (written < 0) tooLarge();
+    const { start, bytes: header } = prefix;
+    const inputLength = header.length + base64UrlLength(written);
+    if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
+    if (lastHeader !== header) {
+      signingInputScratch.set(header, start);
+      lastHeader = header;
+    }
+    writeBase64UrlUnits(payloadScratch, written, signingInputUnits, (start + header.length) / 2);
+    const signingInput = signingInputScratch.subarray(start, start + inputLength);
+    signing = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
+    // Read back before the signature is waited for: after that the scratch belongs to the next
+    // mint.
+    signedText = asciiDecoder.decode(signingInput);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return signing.then((signature) => compactToken(signedText, signature));
+}
+
+function compactToken(signedText: string, result: ArrayBuffer): string {
+  const signature = new Uint8Array(result);
   if (signature.length !== ES256_SIGNATURE_BYTES) {
     throw new SvcConfigurationError('The capability signing key did not yield an ES256 signature');
   }

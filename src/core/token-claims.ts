@@ -199,36 +199,82 @@ export function readCapabilityClaims(
   return claims;
 }
 
-// Text JSON writes as it is: printable ASCII other than the quote and the backslash.
-const PLAIN_JSON_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+const utf8Encoder = new TextEncoder();
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
 
-function jsonText(text: string): string {
-  return PLAIN_JSON_TEXT.test(text) ? `"${text}"` : JSON.stringify(text);
+// Each writer below takes the end written so far and returns the new one, or -1 once the JSON
+// does not fit in `out` (and passes a -1 it is given on), so a claim set too large for the
+// buffer is reported once, at the end.
+
+/** Member names and punctuation: ASCII the caller wrote, copied as it is. */
+function writeAscii(out: Uint8Array, at: number, ascii: string): number {
+  if (at < 0 || at + ascii.length > out.length) return -1;
+  for (let i = 0; i < ascii.length; i++) out[at++] = ascii.charCodeAt(i);
+  return at;
+}
+
+// Text JSON writes as it is (printable ASCII other than the quote and the backslash) is copied
+// code unit by code unit; the first other character hands the whole text to `JSON.stringify`,
+// so every escape is exactly the one it writes.
+function writeText(out: Uint8Array, start: number, text: string): number {
+  if (start < 0 || start + text.length + 2 > out.length) return -1;
+  let at = start;
+  out[at++] = QUOTE;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || code > 0x7e || code === QUOTE || code === BACKSLASH) {
+      return writeEscapedText(out, start, text);
+    }
+    out[at++] = code;
+  }
+  out[at++] = QUOTE;
+  return at;
+}
+
+function writeEscapedText(out: Uint8Array, at: number, text: string): number {
+  const json = JSON.stringify(text);
+  const { read, written } = utf8Encoder.encodeInto(json, out.subarray(at));
+  return read === json.length ? at + written : -1;
 }
 
 /**
- * The JSON text of a claim set returned by {@link readCapabilityClaims}: exactly what
- * `JSON.stringify` writes for it (same member order, same escapes), built directly because the
- * shape is fixed and every token pays for it. Text needing an escape goes through
- * `JSON.stringify` itself; the numbers are safe integers, which both write the same way.
+ * Writes the UTF-8 JSON of a claim set returned by {@link readCapabilityClaims} into `out` and
+ * returns its length in bytes, or -1 when it does not fit: exactly the bytes of `JSON.stringify`
+ * (same member order, same escapes), written directly because the shape is fixed and every
+ * token pays for it. The numbers are safe integers, whose decimal text is what JSON writes.
  */
-export function capabilityClaimsJson(claims: CapabilityTokenClaims): string {
-  let scopes = '';
+export function writeCapabilityClaimsJson(claims: CapabilityTokenClaims, out: Uint8Array): number {
+  let at = writeText(out, writeAscii(out, 0, '{"iss":'), claims.iss);
+  at = writeText(out, writeAscii(out, at, ',"sub":'), claims.sub);
+  at = writeText(out, writeAscii(out, at, ',"aud":'), claims.aud);
+  at = writeAscii(out, at, ',"scp":[');
   for (let i = 0; i < claims.scp.length; i++) {
-    scopes += i === 0 ? jsonText(claims.scp[i]) : `,${jsonText(claims.scp[i])}`;
+    at = writeText(out, i === 0 ? at : writeAscii(out, at, ','), claims.scp[i]);
   }
-  let json = `{"iss":${jsonText(claims.iss)},"sub":${jsonText(claims.sub)},"aud":${
-    jsonText(claims.aud)
-  },"scp":[${scopes}],"jti":${
-    jsonText(claims.jti)
-  },"iat":${claims.iat},"nbf":${claims.nbf},"exp":${claims.exp}`;
-  if (claims.spa !== undefined) json += `,"spa":${jsonText(claims.spa)}`;
-  if (claims.act !== undefined) json += `,"act":{"sub":${jsonText(claims.act.sub)}}`;
-  if (claims.spb !== undefined) json += `,"spb":${jsonText(claims.spb)}`;
-  if (claims.spk !== undefined) json += `,"spk":${jsonText(claims.spk)}`;
-  if (claims.spo !== undefined) json += `,"spo":${jsonText(claims.spo)}`;
-  if (claims.cnf !== undefined) json += `,"cnf":{"jkt":${jsonText(claims.cnf.jkt)}}`;
-  return `${json}}`;
+  at = writeText(out, writeAscii(out, at, '],"jti":'), claims.jti);
+  at = writeAscii(out, writeAscii(out, at, ',"iat":'), String(claims.iat));
+  at = writeAscii(out, writeAscii(out, at, ',"nbf":'), String(claims.nbf));
+  at = writeAscii(out, writeAscii(out, at, ',"exp":'), String(claims.exp));
+  if (claims.spa !== undefined) at = writeText(out, writeAscii(out, at, ',"spa":'), claims.spa);
+  if (claims.act !== undefined) {
+    at = writeAscii(
+      out,
+      writeText(out, writeAscii(out, at, ',"act":{"sub":'), claims.act.sub),
+      '}',
+    );
+  }
+  if (claims.spb !== undefined) at = writeText(out, writeAscii(out, at, ',"spb":'), claims.spb);
+  if (claims.spk !== undefined) at = writeText(out, writeAscii(out, at, ',"spk":'), claims.spk);
+  if (claims.spo !== undefined) at = writeText(out, writeAscii(out, at, ',"spo":'), claims.spo);
+  if (claims.cnf !== undefined) {
+    at = writeAscii(
+      out,
+      writeText(out, writeAscii(out, at, ',"cnf":{"jkt":'), claims.cnf.jkt),
+      '}',
+    );
+  }
+  return writeAscii(out, at, '}');
 }
 
 /** Freezes a claim set read by {@link readCapabilityClaims}, including its nested members. */

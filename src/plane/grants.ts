@@ -15,6 +15,12 @@ import type { ResolvedTarget } from './catalog.ts';
 
 export { isWildcardScope } from '../service/identifiers.ts';
 
+// Scope names that passed the checks below: the checks read nothing but the name, so a name seen
+// before passes again without them. Bounded: a flood of distinct names costs re-checks, never
+// memory.
+const wellFormedScopes = new Set<unknown>();
+const MAX_WELL_FORMED_SCOPES = 1024;
+
 /**
  * Sorts and de-duplicates requested scopes. An entry that is not a usable scope name (not a
  * string, empty, whitespace or control characters) is refused with reason `invalid_scope`; a
@@ -29,6 +35,7 @@ export function normalizeScopes(scopes: readonly string[]): string[] {
     });
   }
   for (const scope of scopes) {
+    if (wellFormedScopes.has(scope)) continue;
     const problem = scopeNameProblem(scope);
     if (problem !== undefined) {
       throw new CapabilityAuthError(`Invalid scope: a scope ${problem}`, {
@@ -42,6 +49,8 @@ export function normalizeScopes(scopes: readonly string[]): string[] {
         { status: 403, reason: 'unknown_scope' },
       );
     }
+    if (wellFormedScopes.size >= MAX_WELL_FORMED_SCOPES) wellFormedScopes.clear();
+    wellFormedScopes.add(scope);
   }
   // Code-unit order, not locale order: the result feeds cache keys and must be stable everywhere.
   // Callers that normalized once (the requesters, a repeated request) send the scopes in that
@@ -89,27 +98,27 @@ export function grantedScopes(
 }
 
 // Accepted documents and built endpoints are frozen: what they publish and grant cannot change,
-// so the sets the grant check reads on every mint are built once per document and endpoint.
+// so the sets the grant check reads on every mint are built once per document and endpoint. Only
+// frozen objects are remembered, and an object cannot be unfrozen, so one found here needs no
+// second look.
 const publishedSets = new WeakMap<object, ReadonlySet<string>>();
 const grantedSets = new WeakMap<object, Map<string, ReadonlySet<string>>>();
 
 function publishedScopeSet(document: ServiceDiscoveryDocument): ReadonlySet<string> {
-  if (!Object.isFrozen(document)) return publishedScopes(document);
   let published = publishedSets.get(document);
-  if (published === undefined) {
-    published = publishedScopes(document);
-    publishedSets.set(document, published);
-  }
+  if (published !== undefined) return published;
+  published = publishedScopes(document);
+  if (Object.isFrozen(document)) publishedSets.set(document, published);
   return published;
 }
 
 function grantedScopeSet(target: ResolvedTarget, callerServiceId: string): ReadonlySet<string> {
   const endpoint = target.endpoint;
-  if (!Object.isFrozen(endpoint) || !Object.isFrozen(endpoint.grants)) {
-    return grantedScopes(target, callerServiceId);
-  }
   let byCaller = grantedSets.get(endpoint);
   if (byCaller === undefined) {
+    if (!Object.isFrozen(endpoint) || !Object.isFrozen(endpoint.grants)) {
+      return grantedScopes(target, callerServiceId);
+    }
     byCaller = new Map();
     grantedSets.set(endpoint, byCaller);
   }
@@ -125,12 +134,10 @@ function grantedScopeSet(target: ResolvedTarget, callerServiceId: string): Reado
 const abilityIdSets = new WeakMap<object, ReadonlySet<string>>();
 
 function declaredAbilityIds(document: ServiceDiscoveryDocument): ReadonlySet<string> {
-  if (!Object.isFrozen(document)) return new Set(document.abilities.map((ability) => ability.id));
   let ids = abilityIdSets.get(document);
-  if (ids === undefined) {
-    ids = new Set(document.abilities.map((ability) => ability.id));
-    abilityIdSets.set(document, ids);
-  }
+  if (ids !== undefined) return ids;
+  ids = new Set(document.abilities.map((ability) => ability.id));
+  if (Object.isFrozen(document)) abilityIdSets.set(document, ids);
   return ids;
 }
 

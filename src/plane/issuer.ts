@@ -151,15 +151,27 @@ function checkIssueOptions(options: unknown, label: string): void {
   refuseUnknownKeys(options, ISSUE_OPTIONS, label);
 }
 
-/** Builds the issuer functions over one catalog and one signing authority. */
+/** What a mint needs from its options once they are checked. */
+interface MintRequest {
+  callerServiceId: string;
+  targetServiceId: string;
+  subject: DelegatedSubject | undefined;
+  scopes: string[];
+  ttlSeconds: number;
+}
+
+/**
+ * Builds the issuer functions over one catalog and one signing authority.
+ *
+ * A mint is written as plain functions returning promises rather than nested async functions:
+ * with every check synchronous and the target and keys read without waiting, the signature is
+ * the only thing a mint waits for, and each async layer would add a promise, a suspended frame
+ * and a turn of the microtask queue to every token.
+ */
 export function createIssuer(deps: IssuerDependencies) {
   const now = deps.now ?? Date.now;
 
-  async function mint(
-    options: IssueCapabilityTokenOptions,
-    brokered: boolean,
-    resolved?: ResolvedTarget,
-  ): Promise<IssuedCapabilityToken & { target: ResolvedTarget }> {
+  function checkedRequest(options: IssueCapabilityTokenOptions): MintRequest {
     const callerServiceId = requireText(options.callerServiceId, 'callerServiceId');
     const targetServiceId = requireText(options.targetServiceId, 'targetServiceId');
     if (options.callerAccess !== 'service' && options.callerAccess !== 'plane') {
@@ -186,31 +198,41 @@ export function createIssuer(deps: IssuerDependencies) {
       );
     }
     const ttlSeconds = effectiveTtlSeconds(options.ttlSeconds, deps.defaultTtlSeconds);
-    // The grant check runs on every mint: nothing is trusted from an earlier one. A caller that
-    // already resolved the target for this very request (and decided on that document) passes
-    // it, so the decision and the grant check read one document and discovery runs once.
-    const target = resolved?.endpoint.id === targetServiceId
-      ? resolved
-      : deps.catalog.peek(targetServiceId, 'token') ?? await deps.catalog.target(
-        targetServiceId,
-        options.context,
-        'token',
-        options.requestId !== undefined ? { requestId: options.requestId } : undefined,
-      );
-    checkNormalizedGrant(target, callerServiceId, scopes, options.abilityId);
-    const pending = deps.authority(options.context);
-    const authority = pending instanceof Promise ? await pending : pending;
+    return { callerServiceId, targetServiceId, subject, scopes, ttlSeconds };
+  }
+
+  /** The grant check on the resolved target, then the signature. */
+  function grantAndSign(
+    options: IssueCapabilityTokenOptions,
+    request: MintRequest,
+    brokered: boolean,
+    target: ResolvedTarget,
+  ): Promise<IssuedCapabilityToken> {
+    checkNormalizedGrant(target, request.callerServiceId, request.scopes, options.abilityId);
+    const authority = deps.authority(options.context);
+    return authority instanceof Promise
+      ? authority.then((loaded) => sign(options, request, brokered, loaded))
+      : sign(options, request, brokered, authority);
+  }
+
+  function sign(
+    options: IssueCapabilityTokenOptions,
+    request: MintRequest,
+    brokered: boolean,
+    authority: SigningAuthority,
+  ): Promise<IssuedCapabilityToken> {
+    const { callerServiceId, subject, scopes } = request;
     const iat = Math.floor(now() / 1000);
     const claims: CapabilityTokenClaims = {
       iss: deps.issuer,
       sub: subject?.id ?? callerServiceId,
-      aud: targetServiceId,
+      aud: request.targetServiceId,
       scp: scopes,
       spa: options.callerAccess,
       jti: crypto.randomUUID(),
       iat,
       nbf: iat,
-      exp: iat + ttlSeconds,
+      exp: iat + request.ttlSeconds,
     };
     if (subject !== undefined) {
       claims.act = { sub: callerServiceId };
@@ -222,31 +244,60 @@ export function createIssuer(deps: IssuerDependencies) {
     const signing = signCapabilityToken(claims, authority.signer);
     // Built while the signature is computed, not after it.
     const expiresAt = new Date(claims.exp * 1000);
-    return { token: await signing, claims, scopes, expiresAt, target };
+    return signing.then((token) => ({ token, expiresAt, scopes, claims }));
   }
 
-  const strip = (issued: IssuedCapabilityToken): IssuedCapabilityToken => ({
-    token: issued.token,
-    expiresAt: issued.expiresAt,
-    scopes: issued.scopes,
-    claims: issued.claims,
-  });
+  function mint(
+    options: IssueCapabilityTokenOptions,
+    brokered: boolean,
+    resolved?: ResolvedTarget,
+  ): Promise<IssuedCapabilityToken> {
+    try {
+      const request = checkedRequest(options);
+      const { targetServiceId } = request;
+      // The grant check runs on every mint: nothing is trusted from an earlier one. A caller
+      // that already resolved the target for this very request (and decided on that document)
+      // passes it, so the decision and the grant check read one document and discovery runs once.
+      const target = resolved?.endpoint.id === targetServiceId
+        ? resolved
+        : deps.catalog.peek(targetServiceId, 'token');
+      if (target !== undefined) return grantAndSign(options, request, brokered, target);
+      return deps.catalog.target(
+        targetServiceId,
+        options.context,
+        'token',
+        options.requestId !== undefined ? { requestId: options.requestId } : undefined,
+      ).then((discovered) => grantAndSign(options, request, brokered, discovered));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  function checkedMint(
+    options: IssueCapabilityTokenOptions,
+    brokered: boolean,
+    label: string,
+  ): Promise<IssuedCapabilityToken> {
+    try {
+      checkIssueOptions(options, label);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return mint(options, brokered);
+  }
 
   return {
     /** Mints a non-brokered token for trusted plane code. */
-    async issueCapabilityToken(options: IssueCapabilityTokenOptions) {
-      checkIssueOptions(options, 'issueCapabilityToken');
-      return strip(await mint(options, false));
+    issueCapabilityToken(options: IssueCapabilityTokenOptions): Promise<IssuedCapabilityToken> {
+      return checkedMint(options, false, 'issueCapabilityToken');
     },
     /** Mints a brokered token: carries the signed `spb` ingress-protected services require. */
-    async issueBrokeredCapabilityToken(options: IssueCapabilityTokenOptions) {
-      checkIssueOptions(options, 'issueBrokeredCapabilityToken');
-      return strip(await mint(options, true));
+    issueBrokeredCapabilityToken(
+      options: IssueCapabilityTokenOptions,
+    ): Promise<IssuedCapabilityToken> {
+      return checkedMint(options, true, 'issueBrokeredCapabilityToken');
     },
-    /**
-     * Internal: mint (brokered or not) with a target this request already resolved, and return
-     * that target too (for session transport selection).
-     */
+    /** Internal: mint (brokered or not) with a target this request already resolved. */
     mintWithTarget: mint,
   };
 }

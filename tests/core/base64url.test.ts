@@ -6,7 +6,14 @@ import {
   encodeBase64UrlText,
   hasCanonicalBase64UrlEnding,
   isCanonicalBase64Url,
+  writeBase64UrlUnits,
 } from '../../src/core/base64url.ts';
+
+/** Unpadded base64url through the platform's own btoa: a reference independent of ours. */
+function referenceBase64Url(bytes: Uint8Array): string {
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_')
+    .replace(/=+$/, '');
+}
 
 test('base64url round-trips every length and byte value without padding', () => {
   for (let length = 0; length < 70; length++) {
@@ -18,6 +25,26 @@ test('base64url round-trips every length and byte value without padding', () => 
   const all = new Uint8Array(256).map((_, i) => i);
   assert.deepEqual(decodeBase64Url(encodeBase64Url(all)), all);
   assert.equal(encodeBase64UrlText('{"a":"é"}'), 'eyJhIjoiw6kifQ');
+});
+
+test('writeBase64UrlUnits writes the reference encoding at any unit and nothing beyond one spare byte', () => {
+  for (let length = 0; length < 70; length++) {
+    const bytes = new Uint8Array(length).map((_, i) => (i * 53 + length * 7 + 3) & 0xff);
+    const expected = referenceBase64Url(bytes);
+    for (const unitOffset of [0, 1, 5]) {
+      const units = new Uint16Array(unitOffset + 50);
+      const out = new Uint8Array(units.buffer);
+      out.fill(0x2a);
+      const written = writeBase64UrlUnits(bytes, length, units, unitOffset);
+      assert.equal(written, expected.length, `length ${length}`);
+      const start = unitOffset * 2;
+      const text = String.fromCharCode(...out.subarray(start, start + written));
+      assert.equal(text, expected, `length ${length} at unit ${unitOffset}`);
+      assert.ok(out.subarray(0, start).every((byte) => byte === 0x2a), 'nothing before');
+      const after = start + written + (written % 2);
+      assert.ok(out.subarray(after).every((byte) => byte === 0x2a), 'nothing past the unit');
+    }
+  }
 });
 
 test('base64url decoding refuses padding, foreign characters and impossible lengths', () => {

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  capabilityClaimsJson,
   type CapabilityTokenClaims,
   readCapabilityClaims,
+  writeCapabilityClaimsJson,
 } from '../../src/core/token-claims.ts';
 import { baselineClaims } from '../support/forge.ts';
 
@@ -30,7 +30,18 @@ const AWKWARD_TEXTS = [
   '</script>',
 ];
 
-test('capabilityClaimsJson writes exactly what JSON.stringify writes for the closed claim set', () => {
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The claims JSON as written, decoded; the buffer is sized for any case below. */
+function claimsJson(claims: CapabilityTokenClaims): string {
+  const out = new Uint8Array(4096);
+  const written = writeCapabilityClaimsJson(claims, out);
+  assert.ok(written > 0, 'the claims fit');
+  return decoder.decode(out.subarray(0, written));
+}
+
+test('writeCapabilityClaimsJson writes exactly the UTF-8 of what JSON.stringify writes for the closed claim set', () => {
   const cases: Record<string, unknown>[] = [
     {},
     { spa: 'service' },
@@ -47,13 +58,36 @@ test('capabilityClaimsJson writes exactly what JSON.stringify writes for the clo
   }
   for (const overrides of cases) {
     const claims = closedClaims(overrides);
-    assert.equal(capabilityClaimsJson(claims), JSON.stringify(claims), JSON.stringify(overrides));
+    const out = new Uint8Array(4096);
+    const written = writeCapabilityClaimsJson(claims, out);
+    assert.deepEqual(
+      out.subarray(0, written),
+      encoder.encode(JSON.stringify(claims)),
+      JSON.stringify(overrides),
+    );
   }
 });
 
-test('capabilityClaimsJson output parses back to the claims it was given', () => {
+test('writeCapabilityClaimsJson output parses back to the claims it was given', () => {
   for (const text of AWKWARD_TEXTS.filter((text) => text.length > 0)) {
     const claims = closedClaims({ sub: text, scp: [text], spb: text });
-    assert.deepEqual(JSON.parse(capabilityClaimsJson(claims)), claims);
+    assert.deepEqual(JSON.parse(claimsJson(claims)), claims);
+  }
+});
+
+test('writeCapabilityClaimsJson reports -1 when the JSON does not fit, and fits a buffer of its exact size', () => {
+  const cases = [
+    closedClaims({}),
+    closedClaims({ sub: 'caf\u00e9 "quoted" \u{1f511}', scp: ['a', 'b'] }),
+    closedClaims({ spa: 'plane', act: { sub: 'svc-caller' }, sub: 'user-1', spk: 'user' }),
+  ];
+  for (const claims of cases) {
+    const length = encoder.encode(JSON.stringify(claims)).length;
+    const exact = new Uint8Array(length);
+    assert.equal(writeCapabilityClaimsJson(claims, exact), length);
+    assert.equal(decoder.decode(exact), JSON.stringify(claims));
+    for (const size of [0, 1, 8, length - 2, length - 1]) {
+      assert.equal(writeCapabilityClaimsJson(claims, new Uint8Array(size)), -1, `size ${size}`);
+    }
   }
 });

@@ -51,6 +51,20 @@ test('normalizeScopes refuses empty, non-string and whitespace scope names', asy
   }
 });
 
+test('normalizeScopes refuses a malformed name every time, also after many well-formed ones passed', async () => {
+  const bad = [['a b'], ['zero\u200bwidth'], ['svc-a.*'], ['']];
+  for (let round = 0; round < 3; round++) {
+    for (let i = 0; i < 1500; i++) {
+      assert.deepEqual(normalizeScopes([`svc-${round}.scope-${i}`]), [`svc-${round}.scope-${i}`]);
+    }
+    for (const scopes of bad) {
+      await refused(() => normalizeScopes(['svc-a.read', ...scopes]), {
+        reason: scopes[0].includes('*') ? 'unknown_scope' : 'invalid_scope',
+      });
+    }
+  }
+});
+
 test('publishedScopes collects ability, method and capability-catalog scopes', () => {
   assert.deepEqual(
     [...publishedScopes(discoveryDocumentFor('svc-a'))].sort(),
