@@ -27,7 +27,7 @@ import { frozenIdentity } from '../core/identity.ts';
 import { describeErrorForLog, type SvcLogEvent } from '../core/logging.ts';
 import { validateWithSchemaNow } from '../core/schema.ts';
 import { type AbilityDefinition, isDefinedAbility } from './ability.ts';
-import { itemStream } from './item-stream.ts';
+import { itemStream, type ValidatedItem } from './item-stream.ts';
 import { declaredOutputPropertyNames, type MethodDefinition } from './method.ts';
 import { assertScopes } from './scopes.ts';
 import type { AbilityRpc } from './types.ts';
@@ -313,13 +313,24 @@ function guardedOutput(
   }
 }
 
-/** Validates one streamed item, guarded like {@link guardedOutput}. */
-async function guardedItem(plan: MethodPlan, call: AbilityCallContext, item: unknown) {
+/**
+ * Validates one streamed item, guarded like {@link guardedOutput}: at once when the schema
+ * answers so, else once its promise settles.
+ */
+function guardedItem(plan: MethodPlan, call: AbilityCallContext, item: unknown): ValidatedItem {
+  const guarded = (error: unknown) =>
+    callerFacingFailure(error, plan.ability, plan.methodName, call);
   try {
-    // Awaited here, inside the guard: awaiting reads the value's `then`.
-    return await checkedOutput(plan, item);
+    const checked = checkedOutput(plan, item);
+    // Read here, inside the guard: reading the value's `then` runs the handler's code.
+    if (!isThenable(checked)) return { now: checked };
+    return {
+      later: Promise.resolve(checked).catch((error: unknown) => {
+        throw guarded(error);
+      }),
+    };
   } catch (error) {
-    throw callerFacingFailure(error, plan.ability, plan.methodName, call);
+    throw guarded(error);
   }
 }
 

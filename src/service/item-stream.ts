@@ -17,9 +17,16 @@ interface ItemPuller {
 }
 
 /** How the stream treats items and failures. */
+/**
+ * A validated item: `{ now }` when validation answered at once, `{ later }` when it had to wait.
+ * Tagged rather than told apart by a `then`: reading an item's `then` runs the handler's code,
+ * which only the validator's guard may do.
+ */
+export type ValidatedItem = { readonly now: unknown } | { readonly later: Promise<unknown> };
+
 export interface ItemStreamOptions {
-  /** Returns the value to emit for an item, or throws the error the stream should end with. */
-  validateItem(item: unknown): Promise<unknown>;
+  /** The value to emit for an item, or throws the error the stream should end with. */
+  validateItem(item: unknown): ValidatedItem;
   /** Maps a failure of the source (a throw mid-stream) to the error the consumer sees. */
   sourceFailure(error: unknown): unknown;
   /** Called once when the consumer cancels the stream. */
@@ -123,7 +130,9 @@ export function itemStream(source: unknown, options: ItemStreamOptions): Readabl
         }
         let item: unknown;
         try {
-          item = await options.validateItem(value);
+          // An item validated at once is emitted without waiting a turn for it.
+          const validated = options.validateItem(value);
+          item = 'now' in validated ? validated.now : await validated.later;
         } catch (error) {
           if (finished) return;
           finished = true;

@@ -396,3 +396,54 @@ test('an item schema whose result throws while being read ends the stream with a
   assert.equal(error.status, 500);
   assert.equal(error.message.includes('SECRET'), false);
 });
+
+/** A Standard Schema that passes every value through as it is, at once or after a turn. */
+function passThrough(waits: boolean) {
+  const base = z.unknown();
+  return {
+    '~standard': {
+      ...base['~standard'],
+      validate: (value: unknown) => waits ? Promise.resolve({ value }) : { value },
+    },
+  } as unknown as typeof base;
+}
+
+function passThroughAbility(waits: boolean, items: () => unknown[]) {
+  return defineAbility({
+    id: 'svc-s.through',
+    rpc: { transports: ['websocket'] },
+    methods: {
+      items: abilityMethod({ input: z.object({}), output: passThrough(waits), stream: true }),
+    },
+    handler: () => ({
+      items: async function* () {
+        yield* items();
+      },
+    }),
+  });
+}
+
+test('items an asynchronous item schema answers for stream in order, each once it settled', async () => {
+  const ability = passThroughAbility(true, () => [{ i: 0 }, { i: 1 }, { i: 2 }]);
+  const stream = await createAbilityTarget(ability, callContextWith().call).items({});
+  assert.deepEqual(await readAll(stream), [{ i: 0 }, { i: 1 }, { i: 2 }]);
+});
+
+test('an item whose `then` throws when read ends the stream with the opaque failure, no secret', async () => {
+  const hostile = {
+    get then() {
+      throw new Error(SECRET);
+    },
+  };
+  for (const waits of [false, true]) {
+    const ability = passThroughAbility(waits, () => [{ i: 0 }, hostile]);
+    const { call, events } = callContextWith();
+    const stream = await createAbilityTarget(ability, call).items({});
+    const { items, error } = await readUntilError(stream);
+    assert.deepEqual(items, [{ i: 0 }], `the first item still arrives (waits: ${waits})`);
+    assert.ok(error instanceof Error, `the stream failed (waits: ${waits})`);
+    assert.equal(svcErrorInfo(error).status, 500);
+    assert.equal(error.message.includes(SECRET), false);
+    assert.equal(events.length, 1, 'logged once, with the cause');
+  }
+});
