@@ -187,9 +187,9 @@ export function scopesForMethod(
   ability: AbilityDiscoveryEntry,
   method: MethodDiscoveryEntry | undefined,
   actingServiceId: string,
-): string[] {
-  const required = new Set([...ability.scopes, ...(method?.scopes ?? [])]);
-  if (required.size > 0) return [...required].sort();
+): readonly string[] {
+  const required = requiredScopes(ability, method);
+  if (required.length > 0) return required;
   const published = publishedScopes(target.document);
   const granted = [...grantedScopes(target, actingServiceId)].filter((scope) =>
     published.has(scope)
@@ -202,6 +202,22 @@ export function scopesForMethod(
   }
   return granted.sort();
 }
+
+/** The ability's scopes plus the method's, sorted; kept per entry of a frozen document. */
+function requiredScopes(
+  ability: AbilityDiscoveryEntry,
+  method: MethodDiscoveryEntry | undefined,
+): readonly string[] {
+  const entry: object = method ?? ability;
+  const kept = requiredScopesOf.get(entry);
+  if (kept !== undefined) return kept;
+  const scopes = Object.freeze([...new Set([...ability.scopes, ...(method?.scopes ?? [])])].sort());
+  // A method entry belongs to one ability; an entry that may still change is not kept.
+  if (Object.isFrozen(ability) && Object.isFrozen(entry)) requiredScopesOf.set(entry, scopes);
+  return scopes;
+}
+
+const requiredScopesOf = new WeakMap<object, readonly string[]>();
 
 /** The ability of a resolved target, refused like a missing one when it must be published and is not. */
 function abilityOf(target: ResolvedTarget, abilityId: string, published: boolean) {
@@ -242,15 +258,41 @@ export async function authorizeAbility(
     published: boolean;
   },
 ): Promise<{ target: ResolvedTarget; ability: AbilityDiscoveryEntry }> {
-  // A call through the plane, not a token request: the `default` purpose's snapshot, read
-  // without a promise when a process-local cache holds it.
-  const target = deps.catalog.peek(request.serviceId, 'default') ??
-    await deps.catalog.target(request.serviceId, request.bindings, 'default', {
-      ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
-    });
+  const target = peekTarget(deps, request.serviceId) ??
+    await resolveTarget(deps, request.serviceId, request.bindings, request.requestId);
+  return { target, ability: checkedAbility(target, request) };
+}
+
+/**
+ * A call through the plane, not a token request: the `default` purpose's snapshot, read
+ * without a promise when a process-local cache holds it.
+ */
+function peekTarget(
+  deps: Pick<InvocationDependencies, 'catalog'>,
+  serviceId: string,
+): ResolvedTarget | undefined {
+  return deps.catalog.peek(serviceId, 'default');
+}
+
+function resolveTarget(
+  deps: Pick<InvocationDependencies, 'catalog'>,
+  serviceId: string,
+  bindings: unknown,
+  requestId: string | undefined,
+): Promise<ResolvedTarget> {
+  return deps.catalog.target(serviceId, bindings, 'default', {
+    ...(requestId !== undefined ? { requestId } : {}),
+  });
+}
+
+/** The ability of a resolved target, after the ability and access-class checks. */
+function checkedAbility(
+  target: ResolvedTarget,
+  request: { abilityId: string; shape: TokenShape; published: boolean },
+): AbilityDiscoveryEntry {
   const ability = abilityOf(target, request.abilityId, request.published);
   checkCatalogAccess(target, request.abilityId, request.shape.callerAccess);
-  return { target, ability };
+  return ability;
 }
 
 /** What one mint for a target names. */
@@ -340,6 +382,20 @@ function mintedTokenKey(
   }`;
 }
 
+/** Every published method of `targets`, in catalog order. */
+export function publishedMethodsOf(targets: readonly ResolvedTarget[]): PublishedMethod[] {
+  const published: PublishedMethod[] = [];
+  for (const target of targets) {
+    for (const ability of target.document.abilities) {
+      if (ability.exposure !== 'published') continue;
+      for (const [methodName, method] of Object.entries(ability.methods)) {
+        published.push({ serviceId: target.endpoint.id, ability, methodName, method });
+      }
+    }
+  }
+  return published;
+}
+
 /** Builds the invocation path over the plane's catalog and issuer. */
 export function createInvocation(deps: InvocationDependencies): Invocation {
   // Minting is an ES256 signature here and a verification at the service for every new token:
@@ -353,12 +409,11 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
     const what = target.method === '' ? target.abilityId : `${target.abilityId}.${target.method}`;
     remainingBudget(ctx.deadline, what);
     const shape = tokenShapeForCaller(ctx.caller, deps.planeServiceId);
-    const { target: resolved, ability } = await authorizeAbility(deps, {
-      serviceId: target.serviceId,
+    const resolved = peekTarget(deps, target.serviceId) ??
+      await resolveTarget(deps, target.serviceId, ctx.bindings, ctx.requestId);
+    const ability = checkedAbility(resolved, {
       abilityId: target.abilityId,
       shape,
-      bindings: ctx.bindings,
-      requestId: ctx.requestId,
       published: true,
     });
     const method = target.method === '' ? undefined : methodOf(ability, target.method);
@@ -427,16 +482,7 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
           reason: 'catalog_unavailable',
         });
       }
-      const published: PublishedMethod[] = [];
-      for (const target of targets) {
-        for (const ability of target.document.abilities) {
-          if (ability.exposure !== 'published') continue;
-          for (const [methodName, method] of Object.entries(ability.methods)) {
-            published.push({ serviceId: target.endpoint.id, ability, methodName, method });
-          }
-        }
-      }
-      return published;
+      return publishedMethodsOf(targets);
     },
     authorize,
     async call(target, input, ctx) {

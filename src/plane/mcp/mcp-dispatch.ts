@@ -41,7 +41,10 @@ export class McpProtocolError extends Error {
 export interface DispatchScope {
   catalog: McpCatalog;
   invocation: Invocation;
-  /** The request's invocation context; `signal` is added per call. */
+  /**
+   * The request's invocation context; each call's `signal` is the one the SDK gave its handler,
+   * which the request's own signal aborts (see `serveMcpRequest`).
+   */
   context: InvocationContext;
   log: SvcEventLog;
   /** The request context events are logged with. */
@@ -61,17 +64,6 @@ type Kind = 'tool' | 'prompt' | 'resource';
 
 function shown(name: unknown): string {
   return JSON.stringify(String(name).slice(0, 128));
-}
-
-function bothSignals(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
-  if (a === undefined) return b;
-  const controller = new AbortController();
-  const abort = (signal: AbortSignal) => () => controller.abort(signal.reason);
-  for (const signal of [a, b]) {
-    if (signal.aborted) controller.abort(signal.reason);
-    else signal.addEventListener('abort', abort(signal), { once: true });
-  }
-  return controller.signal;
 }
 
 /** The dispatcher of one request. */
@@ -123,7 +115,7 @@ export function createDispatch(scope: DispatchScope) {
   }
 
   function contextFor(signal: AbortSignal): InvocationContext {
-    return { ...scope.context, signal: bothSignals(scope.context.signal, signal) };
+    return { ...scope.context, signal };
   }
 
   /** Calls a unary projection; rethrows with the `kind` event logged. */

@@ -19,6 +19,7 @@ import {
   type InvocationContext,
   invocationDeadline,
   type PublishedMethod,
+  publishedMethodsOf,
 } from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
@@ -54,16 +55,24 @@ function refusal(status: number, code: number, message: string, extra?: HeadersI
   });
 }
 
-/** The same answer, never cache-eligible (MCP rule 3), whoever wrote it. */
+/**
+ * The same answer, never cache-eligible (MCP rule 3), whoever wrote it: marked in place, or
+ * copied when its headers are immutable (a fetched response).
+ */
 function noStore(response: Response): Response {
   if (response.headers.get('Cache-Control') === 'no-store') return response;
-  const headers = new Headers(response.headers);
-  headers.set('Cache-Control', 'no-store');
-  return new Response(response.body, {
-    status: response.status,
-    statusText: response.statusText,
-    headers,
-  });
+  try {
+    response.headers.set('Cache-Control', 'no-store');
+    return response;
+  } catch {
+    const headers = new Headers(response.headers);
+    headers.set('Cache-Control', 'no-store');
+    return new Response(response.body, {
+      status: response.status,
+      statusText: response.statusText,
+      headers,
+    });
+  }
 }
 
 /** Whether any request asks for progress: then the answer must be a stream of events. */
@@ -94,7 +103,6 @@ function invocationContext(
     ...(deadline !== undefined ? { deadline } : {}),
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     bindings: c,
-    signal: c.req.raw.signal,
   };
 }
 
@@ -115,24 +123,40 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
   const serverInfo = { name: deps.options.id, version: '1.0.0' };
 
   // The projection of the last catalog seen: rebuilt only when a published method changed
-  // (accepted documents are frozen and kept while cached, so identity tells).
-  let last: { methods: unknown[]; catalog: McpCatalog } | undefined;
-  function projected(published: PublishedMethod[]): McpCatalog {
+  // (accepted documents are frozen and kept while cached, so identity tells). `documents` are
+  // those it was built from when every target was cached: while the cache hands back the very
+  // same documents, the projection is reused without resolving or listing anything.
+  let last: {
+    methods: unknown[];
+    catalog: McpCatalog;
+    documents: readonly unknown[] | undefined;
+  } | undefined;
+  function projected(published: PublishedMethod[], documents?: readonly unknown[]): McpCatalog {
     const methods = published.map((entry) => entry.method);
-    if (
-      last !== undefined && last.methods.length === methods.length &&
-      last.methods.every((method, index) => method === methods[index])
-    ) {
-      return last.catalog;
-    }
-    const catalog = buildMcpCatalog(published);
-    last = { methods, catalog };
+    const unchanged = last !== undefined && last.methods.length === methods.length &&
+      last.methods.every((method, index) => method === methods[index]);
+    const catalog = unchanged ? last!.catalog : buildMcpCatalog(published);
+    last = { methods, catalog, documents };
     return catalog;
+  }
+
+  function cachedCatalog(): McpCatalog | undefined {
+    const targets = deps.catalog.peekAll('default');
+    if (targets === undefined) return undefined;
+    const known = last?.documents;
+    if (
+      known !== undefined && known.length === targets.length &&
+      targets.every((target, index) => target.document === known[index])
+    ) {
+      return last!.catalog;
+    }
+    return projected(publishedMethodsOf(targets), targets.map((target) => target.document));
   }
 
   async function catalogOf(c: Context): Promise<McpCatalog | Response> {
     try {
-      return projected(await invocation.publishedMethods(c, contextRequestId(c)));
+      return cachedCatalog() ??
+        projected(await invocation.publishedMethods(c, contextRequestId(c)));
     } catch (error) {
       // Fail closed: no catalog, no tools (Catalog rules). The log has the cause.
       log({

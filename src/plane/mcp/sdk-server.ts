@@ -43,11 +43,14 @@ function progressSink(
   return { token, send: (params) => send({ method: 'notifications/progress', params }) };
 }
 
+// AJV compiles with `new Function`, which workerd forbids; this one runs everywhere. It holds no
+// state between validations, so every request's server shares it.
+let validator: CfWorkerJsonSchemaValidator | undefined;
+
 function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']): Server {
   const server = new Server(info, {
     capabilities: { tools: {}, prompts: {}, resources: {}, logging: {} },
-    // AJV compiles with `new Function`, which workerd forbids; this one runs everywhere.
-    jsonSchemaValidator: new CfWorkerJsonSchemaValidator(),
+    jsonSchemaValidator: validator ??= new CfWorkerJsonSchemaValidator(),
   });
   server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools());
   server.setRequestHandler(
@@ -74,7 +77,7 @@ function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']
   return server;
 }
 
-/** The response with `no-store`, closing the pair once its body ended or was cancelled. */
+/** An SSE response with `no-store`, closing the pair once its body ended or was cancelled. */
 function closingWhenDone(response: Response, close: () => void): Response {
   const headers = new Headers(response.headers);
   headers.set('Cache-Control', 'no-store');
@@ -111,7 +114,15 @@ function closingWhenDone(response: Response, close: () => void): Response {
 
 /**
  * Serves one MCP POST whose body was already read and checked. `signal` is the HTTP request's
- * (the client disconnected): it closes the pair like a cancelled response body does.
+ * (the client disconnected): it closes the pair like a cancelled response body does, and so
+ * aborts the signal every running handler was given, even when it was aborted before the pair
+ * existed.
+ *
+ * A JSON answer (`jsonResponse`) is complete when it resolves: the transport resolves it once
+ * every request the body carries was answered, so no handler runs any more and the pair is left
+ * to the collector as it is. Closing it would only abort controllers already gone and build a
+ * "connection closed" error for outgoing requests this server never sends. An SSE answer keeps
+ * the pair open until its body ends or is cancelled.
  */
 export async function serveMcpRequest(
   request: Request,
@@ -128,14 +139,21 @@ export async function serveMcpRequest(
   const close = () => {
     if (closed) return;
     closed = true;
+    request.signal?.removeEventListener('abort', close);
     server.close().catch(() => {});
   };
   request.signal?.addEventListener('abort', close, { once: true });
   await server.connect(transport);
+  // A client gone before the pair was connected: the closed transport runs no handler.
+  if (request.signal?.aborted) close();
+  let response: Response;
   try {
-    return closingWhenDone(await transport.handleRequest(request, { parsedBody }), close);
+    response = await transport.handleRequest(request, { parsedBody });
   } catch (error) {
     close();
     throw error;
   }
+  if (!options.jsonResponse) return closingWhenDone(response, close);
+  request.signal?.removeEventListener('abort', close);
+  return response;
 }

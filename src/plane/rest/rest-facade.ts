@@ -42,6 +42,12 @@ const NO_STORE: Readonly<Record<string, string>> = {
   'Pragma': 'no-cache',
 };
 
+/** Headers of a success answer with a JSON body. */
+const JSON_NO_STORE: Readonly<Record<string, string>> = {
+  'Content-Type': 'application/json',
+  ...NO_STORE,
+};
+
 /** Statuses whose response carries no body. */
 const EMPTY_BODY_STATUSES: ReadonlySet<number> = new Set([204, 205]);
 
@@ -99,8 +105,16 @@ function requestTarget(url: string): RequestTarget {
   return { pathname: url.slice(pathStart, query), search: url.slice(query, end) };
 }
 
-/** Sets `no-store` on an answer, unless its headers are immutable (a fetched response). */
+/**
+ * Sets `no-store` on an answer, unless its headers are immutable (a fetched response). Most
+ * answers were built with it (the facade's own): reading costs less than setting again, and
+ * still catches a middleware that changed them.
+ */
 function noStore(response: Response): Response {
+  const headers = response.headers;
+  if (headers.get('Cache-Control') === 'no-store' && headers.get('Pragma') === 'no-cache') {
+    return response;
+  }
   try {
     for (const [name, value] of Object.entries(NO_STORE)) response.headers.set(name, value);
     return response;
@@ -114,10 +128,7 @@ function noStore(response: Response): Response {
 /** The success answer: the output as JSON with `rest.status` (no body for 204 and 205). */
 function successResponse(status: number, output: unknown): Response {
   if (EMPTY_BODY_STATUSES.has(status)) return new Response(null, { status, headers: NO_STORE });
-  return new Response(JSON.stringify(output ?? null), {
-    status,
-    headers: { 'Content-Type': 'application/json', ...NO_STORE },
-  });
+  return new Response(JSON.stringify(output ?? null), { status, headers: JSON_NO_STORE });
 }
 
 /**
@@ -224,7 +235,7 @@ export function mountRestFacade(
     } else {
       request.body?.cancel().catch(() => {});
     }
-    const input = assembleInput(match, new URLSearchParams(url.search), body);
+    const input = assembleInput(match, url.search, body);
     const svcInvocation: SvcInvocation = {
       surface: 'rest',
       serviceId: route.target.serviceId,
