@@ -431,7 +431,7 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
       ...(method !== undefined ? { method } : {}),
       scopes,
       transport,
-      mintToken: (refusedToken?: string) => {
+      mintToken(refusedToken?: string) {
         const key = mintedTokenKey(shape, resolved, ability.id, scopes);
         if (refusedToken !== undefined) minted.forget(key, refusedToken);
         return minted.get(key, async () => {
@@ -509,7 +509,7 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
         },
         ...(ctx.deadline !== undefined ? { deadline: ctx.deadline } : {}),
         ...(ctx.signal !== undefined ? { signal: ctx.signal } : {}),
-        token: (refusedToken) => authorized.mintToken(refusedToken),
+        token: authorized.mintToken,
       });
     },
     async stream(target, input, ctx) {

@@ -30,7 +30,7 @@ import {
   readMcpMessages,
 } from './jsonrpc-body.ts';
 import { buildMcpCatalog, type McpCatalog, type McpProjected } from './mcp-catalog.ts';
-import { createDispatch, JSONRPC_INTERNAL_ERROR } from './mcp-dispatch.ts';
+import { JSONRPC_INTERNAL_ERROR, McpDispatch } from './mcp-dispatch.ts';
 import { originAllowed } from './origin-gate.ts';
 import { pinInitializeVersion, protocolVersionAccepted } from './protocol-version.ts';
 
@@ -202,7 +202,7 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
     for (const message of read.messages) pinInitializeVersion(message);
     return noStore(
       await deps.withInvocationMiddleware(c, { surface: 'mcp' }, async (caller, connInfo) => {
-        const dispatch = createDispatch({
+        const dispatch = new McpDispatch({
           catalog,
           invocation,
           context: invocationContext(c, caller, connInfo, deps, arrivedAt),

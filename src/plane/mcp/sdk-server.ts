@@ -47,33 +47,65 @@ function progressSink(
 // state between validations, so every request's server shares it.
 let validator: CfWorkerJsonSchemaValidator | undefined;
 
-function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']): Server {
+type HandlerRegistration = (server: Server, dispatch: McpDispatch) => void;
+
+/** How each method the endpoint answers is handed to the dispatcher. */
+const HANDLERS: Readonly<Record<string, HandlerRegistration>> = {
+  'tools/list': (server, dispatch) =>
+    server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools()),
+  'tools/call': (server, dispatch) =>
+    server.setRequestHandler(
+      CallToolRequestSchema,
+      (request, extra) =>
+        dispatch.callTool(request.params, {
+          signal: extra.signal,
+          progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
+        }),
+    ),
+  'prompts/list': (server, dispatch) =>
+    server.setRequestHandler(ListPromptsRequestSchema, () => dispatch.listPrompts()),
+  'prompts/get': (server, dispatch) =>
+    server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
+      // deno-lint-ignore no-explicit-any
+      dispatch.getPrompt(request.params, { signal: extra.signal }) as any),
+  'resources/list': (server, dispatch) =>
+    server.setRequestHandler(ListResourcesRequestSchema, () => dispatch.listResources()),
+  'resources/templates/list': (server, dispatch) =>
+    server.setRequestHandler(
+      ListResourceTemplatesRequestSchema,
+      () => dispatch.listResourceTemplates(),
+    ),
+  'resources/read': (server, dispatch) =>
+    server.setRequestHandler(
+      ReadResourceRequestSchema,
+      (request, extra) => dispatch.readResource(request.params, { signal: extra.signal }),
+    ),
+};
+
+/**
+ * The server of one request, with handlers for the methods its messages name: no other method
+ * can reach it (it lives for this request only), and registering a handler costs a schema
+ * inspection each. A method without one is answered "method not found", as the SDK answers any
+ * method the endpoint does not serve.
+ */
+function createServer(
+  dispatch: McpDispatch,
+  info: McpServeOptions['serverInfo'],
+  messages: readonly unknown[],
+): Server {
   const server = new Server(info, {
     capabilities: { tools: {}, prompts: {}, resources: {}, logging: {} },
     jsonSchemaValidator: validator ??= new CfWorkerJsonSchemaValidator(),
   });
-  server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools());
-  server.setRequestHandler(
-    CallToolRequestSchema,
-    (request, extra) =>
-      dispatch.callTool(request.params, {
-        signal: extra.signal,
-        progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
-      }),
-  );
-  server.setRequestHandler(ListPromptsRequestSchema, () => dispatch.listPrompts());
-  server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
-    // deno-lint-ignore no-explicit-any
-    dispatch.getPrompt(request.params, { signal: extra.signal }) as any);
-  server.setRequestHandler(ListResourcesRequestSchema, () => dispatch.listResources());
-  server.setRequestHandler(
-    ListResourceTemplatesRequestSchema,
-    () => dispatch.listResourceTemplates(),
-  );
-  server.setRequestHandler(
-    ReadResourceRequestSchema,
-    (request, extra) => dispatch.readResource(request.params, { signal: extra.signal }),
-  );
+  const registered = new Set<string>();
+  for (const message of messages) {
+    const method = (message as { method?: unknown }).method;
+    if (typeof method !== 'string' || registered.has(method) || !Object.hasOwn(HANDLERS, method)) {
+      continue;
+    }
+    registered.add(method);
+    HANDLERS[method](server, dispatch);
+  }
   return server;
 }
 
@@ -130,30 +162,50 @@ export async function serveMcpRequest(
   dispatch: McpDispatch,
   options: McpServeOptions,
 ): Promise<Response> {
-  const server = createServer(dispatch, options.serverInfo);
-  const transport = new WebStandardStreamableHTTPServerTransport({
-    sessionIdGenerator: undefined,
-    enableJsonResponse: options.jsonResponse,
-  });
-  let closed = false;
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    request.signal?.removeEventListener('abort', close);
-    server.close().catch(() => {});
-  };
-  request.signal?.addEventListener('abort', close, { once: true });
-  await server.connect(transport);
+  const messages = Array.isArray(parsedBody) ? parsedBody : [parsedBody];
+  const pair = new RequestPair(
+    request,
+    createServer(dispatch, options.serverInfo, messages),
+    new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: options.jsonResponse,
+    }),
+  );
+  request.signal?.addEventListener('abort', pair, { once: true });
+  await pair.server.connect(pair.transport);
   // A client gone before the pair was connected: the closed transport runs no handler.
-  if (request.signal?.aborted) close();
+  if (request.signal?.aborted) pair.close();
   let response: Response;
   try {
-    response = await transport.handleRequest(request, { parsedBody });
+    response = await pair.transport.handleRequest(request, { parsedBody });
   } catch (error) {
-    close();
+    pair.close();
     throw error;
   }
-  if (!options.jsonResponse) return closingWhenDone(response, close);
-  request.signal?.removeEventListener('abort', close);
+  if (!options.jsonResponse) return closingWhenDone(response, () => pair.close());
+  request.signal?.removeEventListener('abort', pair);
   return response;
+}
+
+/** One request's server and transport; the request signal's `abort` listener closes them. */
+class RequestPair {
+  #closed = false;
+
+  constructor(
+    private readonly request: Request,
+    readonly server: Server,
+    readonly transport: WebStandardStreamableHTTPServerTransport,
+  ) {}
+
+  /** Closes the pair once: every running handler's signal is aborted. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.request.signal?.removeEventListener('abort', this);
+    this.server.close().catch(() => {});
+  }
+
+  handleEvent(): void {
+    this.close();
+  }
 }
