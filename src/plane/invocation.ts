@@ -26,11 +26,11 @@ import { grantedScopes, publishedScopes } from './grants.ts';
 import { type BrokerCaller, checkCatalogAccess, tokenShapeForCaller } from './broker-caller.ts';
 import type { createIssuer, IssueCapabilityTokenOptions } from './issuer.ts';
 import {
-  capabilityTokenCacheKey,
   createCapabilityTokenCache,
+  normalizeRequestedScopes,
 } from '../caller/token-request-cache.ts';
 import { type SelectedTransport, selectTransport } from './target-transport.ts';
-import { unaryCall } from './unary-call.ts';
+import { unaryCall, type UnaryCallRequest } from './unary-call.ts';
 import type { ResolvedControlPlaneOptions } from './control-plane-options.ts';
 import type { WithInvocationMiddleware } from './invocation-middleware.ts';
 
@@ -137,6 +137,8 @@ export interface FrontDoorDependencies {
   withInvocationMiddleware: WithInvocationMiddleware;
   /** The plane's event log (`log: false` silences it). */
   log: SvcEventLog;
+  /** `false` when the plane's `log` is `false`: events are discarded, so none need be built. */
+  logging: boolean;
   /** The plane's resolved options. */
   options: ResolvedControlPlaneOptions;
   /** Paths of the plane's own routes, which no front-door route may shadow. */
@@ -212,12 +214,15 @@ function requiredScopes(
   const kept = requiredScopesOf.get(entry);
   if (kept !== undefined) return kept;
   const scopes = Object.freeze([...new Set([...ability.scopes, ...(method?.scopes ?? [])])].sort());
+  normalizedScopes.add(scopes);
   // A method entry belongs to one ability; an entry that may still change is not kept.
   if (Object.isFrozen(ability) && Object.isFrozen(entry)) requiredScopesOf.set(entry, scopes);
   return scopes;
 }
 
 const requiredScopesOf = new WeakMap<object, readonly string[]>();
+/** Scope lists built sorted and without duplicates, which a token key takes as they are. */
+const normalizedScopes = new WeakSet<readonly string[]>();
 
 /** The ability of a resolved target, refused like a missing one when it must be published and is not. */
 function abilityOf(target: ResolvedTarget, abilityId: string, published: boolean) {
@@ -360,9 +365,9 @@ function disposingWhenDone(
 }
 
 /**
- * The cache key of a minted token: the contract's (Delegation r4: caller, target, ability,
- * normalised scopes, the complete subject with its kind) plus what the plane mints differently
- * for one such key: the access class and whether the token is brokered.
+ * The cache key of a minted token: the contract's fields (Delegation r4: caller, target,
+ * ability, normalised scopes, the complete subject with its kind) plus what the plane mints
+ * differently for one such key: the access class and whether the token is brokered.
  */
 function mintedTokenKey(
   shape: TokenShape,
@@ -370,16 +375,16 @@ function mintedTokenKey(
   abilityId: string,
   scopes: readonly string[],
 ): string {
-  const brokered = target.document.ingress !== undefined;
-  return `${shape.callerAccess}:${brokered ? 'brokered' : 'direct'}:${
-    capabilityTokenCacheKey({
-      callerServiceId: shape.callerServiceId,
-      targetServiceId: target.endpoint.id,
-      abilityId,
-      scopes,
-      ...(shape.subject !== undefined ? { subject: shape.subject } : {}),
-    })
-  }`;
+  const subject = shape.subject;
+  return JSON.stringify([
+    shape.callerAccess,
+    target.document.ingress !== undefined ? 'brokered' : 'direct',
+    shape.callerServiceId,
+    target.endpoint.id,
+    abilityId,
+    normalizedScopes.has(scopes) ? scopes : normalizeRequestedScopes(scopes),
+    subject === undefined ? null : [subject.id, subject.kind ?? null, subject.orgId ?? null],
+  ]);
 }
 
 /** Every published method of `targets`, in catalog order. */
@@ -425,10 +430,9 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
     const transport = method === undefined
       ? selectTransport(resolved.endpoint, ability)
       : selectTransport(resolved.endpoint, ability, method.stream === true);
-    return {
+    const authorized: AuthorizedInvocation = {
       target: resolved,
       ability,
-      ...(method !== undefined ? { method } : {}),
       scopes,
       transport,
       mintToken(refusedToken?: string) {
@@ -450,6 +454,8 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
         });
       },
     };
+    if (method !== undefined) authorized.method = method;
+    return authorized;
   };
 
   /** Opens the caller-side session one invocation travels with (one call, or one stream). */
@@ -497,20 +503,21 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
         );
       }
       remainingBudget(ctx.deadline, `${target.abilityId}.${target.method}`);
-      return await unaryCall({
+      // Optional members assigned, not spread: this runs for every front-door call.
+      const metadata: UnaryCallRequest['metadata'] = { requestId: ctx.requestId };
+      if (ctx.idempotencyKey !== undefined) metadata.idempotencyKey = ctx.idempotencyKey;
+      if (ctx.connInfo !== undefined) metadata.connInfo = serializeConnInfo(ctx.connInfo);
+      const request: UnaryCallRequest = {
         transport: authorized.transport.transport,
         abilityId: authorized.ability.id,
         method: target.method,
         input,
-        metadata: {
-          requestId: ctx.requestId,
-          ...(ctx.idempotencyKey !== undefined ? { idempotencyKey: ctx.idempotencyKey } : {}),
-          ...(ctx.connInfo !== undefined ? { connInfo: serializeConnInfo(ctx.connInfo) } : {}),
-        },
-        ...(ctx.deadline !== undefined ? { deadline: ctx.deadline } : {}),
-        ...(ctx.signal !== undefined ? { signal: ctx.signal } : {}),
+        metadata,
         token: authorized.mintToken,
-      });
+      };
+      if (ctx.deadline !== undefined) request.deadline = ctx.deadline;
+      if (ctx.signal !== undefined) request.signal = ctx.signal;
+      return await unaryCall(request);
     },
     async stream(target, input, ctx) {
       const authorized = await authorize(target, ctx);

@@ -47,6 +47,8 @@ export interface DispatchScope {
    */
   context: InvocationContext;
   log: SvcEventLog;
+  /** `false` when `log` discards every event: then none is built. */
+  logging: boolean;
   /** The request context events are logged with. */
   logContext: unknown;
   limits: AggregationLimits;
@@ -81,6 +83,7 @@ export class McpDispatch {
     error?: unknown,
   ): void {
     const scope = this.scope;
+    if (!scope.logging) return;
     const base = {
       requestId: scope.context.requestId,
       [kind === 'resource' ? 'uri' : kind]: name,

@@ -41,10 +41,12 @@ const NO_STORE = { 'Cache-Control': 'no-store' } as const;
 
 type SdkModule = typeof import('./sdk-server.ts');
 let sdk: Promise<SdkModule> | undefined;
+/** The SDK half once loaded: later requests take it without waiting on a promise. */
+let loadedSdk: SdkModule | undefined;
 
 /** Loads the SDK half once, on the first request that needs it. */
 function loadSdk(): Promise<SdkModule> {
-  sdk ??= import('./sdk-server.ts');
+  sdk ??= import('./sdk-server.ts').then((module) => loadedSdk = module);
   return sdk;
 }
 
@@ -96,14 +98,11 @@ function invocationContext(
     arrivedAt,
   );
   const idempotencyKey = filterIdempotencyKey(c.req.header(SVC_IDEMPOTENCY_KEY_HEADER));
-  return {
-    caller,
-    ...(connInfo !== undefined ? { connInfo } : {}),
-    requestId: contextRequestId(c),
-    ...(deadline !== undefined ? { deadline } : {}),
-    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
-    bindings: c,
-  };
+  const context: InvocationContext = { caller, requestId: contextRequestId(c), bindings: c };
+  if (connInfo !== undefined) context.connInfo = connInfo;
+  if (deadline !== undefined) context.deadline = deadline;
+  if (idempotencyKey !== undefined) context.idempotencyKey = idempotencyKey;
+  return context;
 }
 
 /**
@@ -207,6 +206,7 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
           invocation,
           context: invocationContext(c, caller, connInfo, deps, arrivedAt),
           log,
+          logging: deps.logging,
           logContext: c,
           limits: { maxItems: options.maxItems, maxBytes: options.maxBytes },
           enrich(projected: McpProjected, extra: { tool?: string }) {
@@ -221,7 +221,7 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
             } as never);
           },
         });
-        const { serveMcpRequest } = await loadSdk();
+        const { serveMcpRequest } = loadedSdk ?? await loadSdk();
         return await serveMcpRequest(
           request,
           read.batch ? read.messages : read.messages[0],

@@ -20,7 +20,11 @@ import { describeErrorForLog, loggedRequestPath } from '../../core/logging.ts';
 import { problemFromError, problemResponse } from '../../core/problem.ts';
 import { contextRequestId } from '../../service/problem-json-app.ts';
 import type { ServiceDiscoveryDocument } from '../../service/discovery.ts';
-import { type FrontDoorDependencies, invocationDeadline } from '../invocation.ts';
+import {
+  type FrontDoorDependencies,
+  type InvocationContext,
+  invocationDeadline,
+} from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
   assembleInput,
@@ -177,7 +181,7 @@ export function mountRestFacade(
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_REST_MAX_BODY_BYTES;
   const reserved = new Set(deps.reservedPaths);
   const tableFor = routeTableCache(deps);
-  const { invocation, withInvocationMiddleware, log } = deps;
+  const { invocation, withInvocationMiddleware, log, logging } = deps;
 
   app.use('*', async (c, next) => {
     const url = requestTarget(c.req.url);
@@ -251,15 +255,11 @@ export function mountRestFacade(
     );
     const idempotencyKey = filterIdempotencyKey(request.headers.get(SVC_IDEMPOTENCY_KEY_HEADER));
     return await withInvocationMiddleware(c, svcInvocation, async (caller, connInfo) => {
-      const output = await invocation.call(route.target, input, {
-        caller,
-        requestId,
-        bindings: c,
-        ...(connInfo !== undefined ? { connInfo } : {}),
-        ...(deadline !== undefined ? { deadline } : {}),
-        ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
-      });
-      return successResponse(route.status, output);
+      const context: InvocationContext = { caller, requestId, bindings: c };
+      if (connInfo !== undefined) context.connInfo = connInfo;
+      if (deadline !== undefined) context.deadline = deadline;
+      if (idempotencyKey !== undefined) context.idempotencyKey = idempotencyKey;
+      return successResponse(route.status, await invocation.call(route.target, input, context));
     });
   }
 
@@ -272,6 +272,7 @@ export function mountRestFacade(
     startedAt: number,
     thrown: unknown,
   ): void {
+    if (!logging) return;
     const failed = status >= 400;
     const fields: Record<string, unknown> = {
       requestId,
