@@ -211,14 +211,15 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
           limits: { maxItems: options.maxItems, maxBytes: options.maxBytes },
           enrich(projected: McpProjected, extra: { tool?: string }) {
             const current = c.get('svcInvocation' as never) as SvcInvocation | undefined;
-            c.set('svcInvocation' as never, {
+            const enriched: SvcInvocation = {
               ...current,
               surface: 'mcp',
               serviceId: projected.target.serviceId,
               abilityId: projected.target.abilityId,
               method: projected.target.method,
-              ...extra,
-            } as never);
+            };
+            if (extra.tool !== undefined) enriched.tool = extra.tool;
+            c.set('svcInvocation' as never, enriched as never);
           },
         });
         const { serveMcpRequest } = loadedSdk ?? await loadSdk();

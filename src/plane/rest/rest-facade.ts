@@ -20,6 +20,7 @@ import { describeErrorForLog, loggedRequestPath } from '../../core/logging.ts';
 import { problemFromError, problemResponse } from '../../core/problem.ts';
 import { contextRequestId } from '../../service/problem-json-app.ts';
 import type { ServiceDiscoveryDocument } from '../../service/discovery.ts';
+import type { ResolvedTarget } from '../catalog.ts';
 import {
   type FrontDoorDependencies,
   type InvocationContext,
@@ -72,14 +73,14 @@ function routeTableCache(deps: FrontDoorDependencies) {
     table: RestRouteTable;
     refused: ReadonlySet<string>;
   } | undefined;
-  const unchanged = (documents: readonly ServiceDiscoveryDocument[]) =>
-    last !== undefined && last.documents.length === documents.length &&
-    documents.every((document, index) => document === last!.documents[index]);
+  const unchanged = (targets: readonly ResolvedTarget[]) =>
+    last !== undefined && last.documents.length === targets.length &&
+    targets.every((target, index) => target.document === last!.documents[index]);
   return async (c: Context, requestId: string): Promise<RestRouteTable> => {
     const targets = deps.catalog.peekAll('default') ??
       (await deps.catalog.all(c, 'default', { requestId })).targets;
-    const documents = targets.map((target) => target.document);
-    if (!unchanged(documents)) {
+    if (!unchanged(targets)) {
+      const documents = targets.map((target) => target.document);
       const published = publishedRestRoutes(documents, deps.reservedPaths);
       const table = buildRestRoutes(published, deps.log, c, last?.refused);
       last = { documents, table, refused: new Set(published.refused.map(refusalKey)) };
