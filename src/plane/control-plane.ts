@@ -296,6 +296,7 @@ export function createControlPlane(options: ControlPlaneOptions): ControlPlane {
     }),
     withInvocationMiddleware: createInvocationMiddlewareRunner(resolved.invocationMiddleware, log),
     log,
+    logging: options.log !== false,
     options: resolved,
     reservedPaths: planePaths,
     catalog,

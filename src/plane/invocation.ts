@@ -26,11 +26,11 @@ import { grantedScopes, publishedScopes } from './grants.ts';
 import { type BrokerCaller, checkCatalogAccess, tokenShapeForCaller } from './broker-caller.ts';
 import type { createIssuer, IssueCapabilityTokenOptions } from './issuer.ts';
 import {
-  capabilityTokenCacheKey,
   createCapabilityTokenCache,
+  normalizeRequestedScopes,
 } from '../caller/token-request-cache.ts';
 import { type SelectedTransport, selectTransport } from './target-transport.ts';
-import { unaryCall } from './unary-call.ts';
+import { unaryCall, type UnaryCallRequest } from './unary-call.ts';
 import type { ResolvedControlPlaneOptions } from './control-plane-options.ts';
 import type { WithInvocationMiddleware } from './invocation-middleware.ts';
 
@@ -137,6 +137,8 @@ export interface FrontDoorDependencies {
   withInvocationMiddleware: WithInvocationMiddleware;
   /** The plane's event log (`log: false` silences it). */
   log: SvcEventLog;
+  /** `false` when the plane's `log` is `false`: events are discarded, so none need be built. */
+  logging: boolean;
   /** The plane's resolved options. */
   options: ResolvedControlPlaneOptions;
   /** Paths of the plane's own routes, which no front-door route may shadow. */
@@ -187,9 +189,9 @@ export function scopesForMethod(
   ability: AbilityDiscoveryEntry,
   method: MethodDiscoveryEntry | undefined,
   actingServiceId: string,
-): string[] {
-  const required = new Set([...ability.scopes, ...(method?.scopes ?? [])]);
-  if (required.size > 0) return [...required].sort();
+): readonly string[] {
+  const required = requiredScopes(ability, method);
+  if (required.length > 0) return required;
   const published = publishedScopes(target.document);
   const granted = [...grantedScopes(target, actingServiceId)].filter((scope) =>
     published.has(scope)
@@ -202,6 +204,25 @@ export function scopesForMethod(
   }
   return granted.sort();
 }
+
+/** The ability's scopes plus the method's, sorted; kept per entry of a frozen document. */
+function requiredScopes(
+  ability: AbilityDiscoveryEntry,
+  method: MethodDiscoveryEntry | undefined,
+): readonly string[] {
+  const entry: object = method ?? ability;
+  const kept = requiredScopesOf.get(entry);
+  if (kept !== undefined) return kept;
+  const scopes = Object.freeze([...new Set([...ability.scopes, ...(method?.scopes ?? [])])].sort());
+  normalizedScopes.add(scopes);
+  // A method entry belongs to one ability; an entry that may still change is not kept.
+  if (Object.isFrozen(ability) && Object.isFrozen(entry)) requiredScopesOf.set(entry, scopes);
+  return scopes;
+}
+
+const requiredScopesOf = new WeakMap<object, readonly string[]>();
+/** Scope lists built sorted and without duplicates, which a token key takes as they are. */
+const normalizedScopes = new WeakSet<readonly string[]>();
 
 /** The ability of a resolved target, refused like a missing one when it must be published and is not. */
 function abilityOf(target: ResolvedTarget, abilityId: string, published: boolean) {
@@ -242,15 +263,41 @@ export async function authorizeAbility(
     published: boolean;
   },
 ): Promise<{ target: ResolvedTarget; ability: AbilityDiscoveryEntry }> {
-  // A call through the plane, not a token request: the `default` purpose's snapshot, read
-  // without a promise when a process-local cache holds it.
-  const target = deps.catalog.peek(request.serviceId, 'default') ??
-    await deps.catalog.target(request.serviceId, request.bindings, 'default', {
-      ...(request.requestId !== undefined ? { requestId: request.requestId } : {}),
-    });
+  const target = peekTarget(deps, request.serviceId) ??
+    await resolveTarget(deps, request.serviceId, request.bindings, request.requestId);
+  return { target, ability: checkedAbility(target, request) };
+}
+
+/**
+ * A call through the plane, not a token request: the `default` purpose's snapshot, read
+ * without a promise when a process-local cache holds it.
+ */
+function peekTarget(
+  deps: Pick<InvocationDependencies, 'catalog'>,
+  serviceId: string,
+): ResolvedTarget | undefined {
+  return deps.catalog.peek(serviceId, 'default');
+}
+
+function resolveTarget(
+  deps: Pick<InvocationDependencies, 'catalog'>,
+  serviceId: string,
+  bindings: unknown,
+  requestId: string | undefined,
+): Promise<ResolvedTarget> {
+  return deps.catalog.target(serviceId, bindings, 'default', {
+    ...(requestId !== undefined ? { requestId } : {}),
+  });
+}
+
+/** The ability of a resolved target, after the ability and access-class checks. */
+function checkedAbility(
+  target: ResolvedTarget,
+  request: { abilityId: string; shape: TokenShape; published: boolean },
+): AbilityDiscoveryEntry {
   const ability = abilityOf(target, request.abilityId, request.published);
   checkCatalogAccess(target, request.abilityId, request.shape.callerAccess);
-  return { target, ability };
+  return ability;
 }
 
 /** What one mint for a target names. */
@@ -318,9 +365,9 @@ function disposingWhenDone(
 }
 
 /**
- * The cache key of a minted token: the contract's (Delegation r4: caller, target, ability,
- * normalised scopes, the complete subject with its kind) plus what the plane mints differently
- * for one such key: the access class and whether the token is brokered.
+ * The cache key of a minted token: the contract's fields (Delegation r4: caller, target,
+ * ability, normalised scopes, the complete subject with its kind) plus what the plane mints
+ * differently for one such key: the access class and whether the token is brokered.
  */
 function mintedTokenKey(
   shape: TokenShape,
@@ -328,16 +375,30 @@ function mintedTokenKey(
   abilityId: string,
   scopes: readonly string[],
 ): string {
-  const brokered = target.document.ingress !== undefined;
-  return `${shape.callerAccess}:${brokered ? 'brokered' : 'direct'}:${
-    capabilityTokenCacheKey({
-      callerServiceId: shape.callerServiceId,
-      targetServiceId: target.endpoint.id,
-      abilityId,
-      scopes,
-      ...(shape.subject !== undefined ? { subject: shape.subject } : {}),
-    })
-  }`;
+  const subject = shape.subject;
+  return JSON.stringify([
+    shape.callerAccess,
+    target.document.ingress !== undefined ? 'brokered' : 'direct',
+    shape.callerServiceId,
+    target.endpoint.id,
+    abilityId,
+    normalizedScopes.has(scopes) ? scopes : normalizeRequestedScopes(scopes),
+    subject === undefined ? null : [subject.id, subject.kind ?? null, subject.orgId ?? null],
+  ]);
+}
+
+/** Every published method of `targets`, in catalog order. */
+export function publishedMethodsOf(targets: readonly ResolvedTarget[]): PublishedMethod[] {
+  const published: PublishedMethod[] = [];
+  for (const target of targets) {
+    for (const ability of target.document.abilities) {
+      if (ability.exposure !== 'published') continue;
+      for (const [methodName, method] of Object.entries(ability.methods)) {
+        published.push({ serviceId: target.endpoint.id, ability, methodName, method });
+      }
+    }
+  }
+  return published;
 }
 
 /** Builds the invocation path over the plane's catalog and issuer. */
@@ -353,12 +414,11 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
     const what = target.method === '' ? target.abilityId : `${target.abilityId}.${target.method}`;
     remainingBudget(ctx.deadline, what);
     const shape = tokenShapeForCaller(ctx.caller, deps.planeServiceId);
-    const { target: resolved, ability } = await authorizeAbility(deps, {
-      serviceId: target.serviceId,
+    const resolved = peekTarget(deps, target.serviceId) ??
+      await resolveTarget(deps, target.serviceId, ctx.bindings, ctx.requestId);
+    const ability = checkedAbility(resolved, {
       abilityId: target.abilityId,
       shape,
-      bindings: ctx.bindings,
-      requestId: ctx.requestId,
       published: true,
     });
     const method = target.method === '' ? undefined : methodOf(ability, target.method);
@@ -370,13 +430,12 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
     const transport = method === undefined
       ? selectTransport(resolved.endpoint, ability)
       : selectTransport(resolved.endpoint, ability, method.stream === true);
-    return {
+    const authorized: AuthorizedInvocation = {
       target: resolved,
       ability,
-      ...(method !== undefined ? { method } : {}),
       scopes,
       transport,
-      mintToken: (refusedToken?: string) => {
+      mintToken(refusedToken?: string) {
         const key = mintedTokenKey(shape, resolved, ability.id, scopes);
         if (refusedToken !== undefined) minted.forget(key, refusedToken);
         return minted.get(key, async () => {
@@ -395,6 +454,8 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
         });
       },
     };
+    if (method !== undefined) authorized.method = method;
+    return authorized;
   };
 
   /** Opens the caller-side session one invocation travels with (one call, or one stream). */
@@ -427,16 +488,7 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
           reason: 'catalog_unavailable',
         });
       }
-      const published: PublishedMethod[] = [];
-      for (const target of targets) {
-        for (const ability of target.document.abilities) {
-          if (ability.exposure !== 'published') continue;
-          for (const [methodName, method] of Object.entries(ability.methods)) {
-            published.push({ serviceId: target.endpoint.id, ability, methodName, method });
-          }
-        }
-      }
-      return published;
+      return publishedMethodsOf(targets);
     },
     authorize,
     async call(target, input, ctx) {
@@ -451,20 +503,21 @@ export function createInvocation(deps: InvocationDependencies): Invocation {
         );
       }
       remainingBudget(ctx.deadline, `${target.abilityId}.${target.method}`);
-      return await unaryCall({
+      // Optional members assigned, not spread: this runs for every front-door call.
+      const metadata: UnaryCallRequest['metadata'] = { requestId: ctx.requestId };
+      if (ctx.idempotencyKey !== undefined) metadata.idempotencyKey = ctx.idempotencyKey;
+      if (ctx.connInfo !== undefined) metadata.connInfo = serializeConnInfo(ctx.connInfo);
+      const request: UnaryCallRequest = {
         transport: authorized.transport.transport,
         abilityId: authorized.ability.id,
         method: target.method,
         input,
-        metadata: {
-          requestId: ctx.requestId,
-          ...(ctx.idempotencyKey !== undefined ? { idempotencyKey: ctx.idempotencyKey } : {}),
-          ...(ctx.connInfo !== undefined ? { connInfo: serializeConnInfo(ctx.connInfo) } : {}),
-        },
-        ...(ctx.deadline !== undefined ? { deadline: ctx.deadline } : {}),
-        ...(ctx.signal !== undefined ? { signal: ctx.signal } : {}),
-        token: (refusedToken) => authorized.mintToken(refusedToken),
-      });
+        metadata,
+        token: authorized.mintToken,
+      };
+      if (ctx.deadline !== undefined) request.deadline = ctx.deadline;
+      if (ctx.signal !== undefined) request.signal = ctx.signal;
+      return await unaryCall(request);
     },
     async stream(target, input, ctx) {
       const authorized = await authorize(target, ctx);

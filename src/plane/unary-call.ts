@@ -14,6 +14,7 @@
 import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
 import { svcErrorInfo, SvcTimeoutError } from '../core/errors.ts';
 import type {
+  OpenedRpcSession,
   OutboundRpcMetadata,
   RpcTransportFactory,
 } from '../caller/transports/outbound-metadata.ts';
@@ -49,30 +50,75 @@ function attempt(request: UnaryCallRequest, token: string): Promise<unknown> {
     remaining === undefined ? request.metadata : { ...request.metadata, timeoutMs: remaining },
     { abilityId: request.abilityId },
   );
+  // Nothing to race the answer against: the call, then the close, whatever it settled to.
+  if (remaining === undefined && request.signal === undefined) {
+    return answerOf(opened, request, token);
+  }
   return new Promise<unknown>((resolve, reject) => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const finish = (settle: () => void) => {
-      if (timer !== undefined) clearTimeout(timer);
-      request.signal?.removeEventListener('abort', onAbort);
-      opened.close();
-      settle();
-    };
-    const onAbort = () => finish(() => reject(request.signal!.reason));
-    if (request.signal?.aborted) return onAbort();
-    request.signal?.addEventListener('abort', onAbort, { once: true });
+    new BoundedAttempt(opened, request, resolve, reject).start(token, remaining);
+  });
+}
+
+async function answerOf(
+  opened: OpenedRpcSession,
+  request: UnaryCallRequest,
+  token: string,
+): Promise<unknown> {
+  try {
+    return await opened.main.authenticate(token)[request.method](request.input);
+  } finally {
+    opened.close();
+  }
+}
+
+/**
+ * An attempt raced against the client going away (`signal`) and the budget running out: the
+ * first to come settles it and closes the session. An object rather than closures: it is
+ * built for every call a front door makes with a signal or a deadline.
+ */
+class BoundedAttempt {
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #settled = false;
+
+  constructor(
+    private readonly opened: OpenedRpcSession,
+    private readonly request: UnaryCallRequest,
+    private readonly resolve: (output: unknown) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  start(token: string, remaining: number | undefined): void {
+    const signal = this.request.signal;
+    if (signal?.aborted) return this.handleEvent();
+    signal?.addEventListener('abort', this, { once: true });
     if (remaining !== undefined) {
       // The service's own verdict normally arrives first; this bounds a peer that never answers.
-      timer = setTimeout(
-        () => finish(() => reject(timeoutOf(request))),
+      this.#timer = setTimeout(
+        () => this.#finish(false, timeoutOf(this.request)),
         Math.min(callerWaitMs(remaining), MAX_TIMER_DELAY_MS),
       );
     }
-    const ability = opened.main.authenticate(token);
-    Promise.resolve(ability[request.method](request.input)).then(
-      (output) => finish(() => resolve(output)),
-      (error) => finish(() => reject(error)),
+    const ability = this.opened.main.authenticate(token);
+    Promise.resolve(ability[this.request.method](this.request.input)).then(
+      (output) => this.#finish(true, output),
+      (error) => this.#finish(false, error),
     );
-  });
+  }
+
+  /** The signal's `abort` (an `EventListener` object). */
+  handleEvent(): void {
+    this.#finish(false, this.request.signal!.reason);
+  }
+
+  #finish(ok: boolean, value: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.request.signal?.removeEventListener('abort', this);
+    this.opened.close();
+    if (ok) this.resolve(value);
+    else this.reject(value);
+  }
 }
 
 /** Makes the call (see the module documentation for the one fresh-token resend). */

@@ -52,12 +52,14 @@ export function jsonRpcErrorResponse(refusal: BodyRefusal, headers: HeadersInit)
 }
 
 function deeperThan(value: unknown, limit: number): boolean {
-  const pending: [unknown, number][] = [[value, 0]];
+  if (value === null || typeof value !== 'object') return false;
+  const pending: [object, number][] = [[value, 0]];
   while (pending.length > 0) {
     const [current, depth] = pending.pop()!;
-    if (current === null || typeof current !== 'object') continue;
     if (depth >= limit) return true;
-    for (const child of Object.values(current)) pending.push([child, depth + 1]);
+    for (const child of Object.values(current)) {
+      if (child !== null && typeof child === 'object') pending.push([child, depth + 1]);
+    }
   }
   return false;
 }

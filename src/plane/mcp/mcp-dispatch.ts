@@ -41,9 +41,14 @@ export class McpProtocolError extends Error {
 export interface DispatchScope {
   catalog: McpCatalog;
   invocation: Invocation;
-  /** The request's invocation context; `signal` is added per call. */
+  /**
+   * The request's invocation context; each call's `signal` is the one the SDK gave its handler,
+   * which the request's own signal aborts (see `serveMcpRequest`).
+   */
   context: InvocationContext;
   log: SvcEventLog;
+  /** `false` when `log` discards every event: then none is built. */
+  logging: boolean;
   /** The request context events are logged with. */
   logContext: unknown;
   limits: AggregationLimits;
@@ -63,28 +68,22 @@ function shown(name: unknown): string {
   return JSON.stringify(String(name).slice(0, 128));
 }
 
-function bothSignals(a: AbortSignal | undefined, b: AbortSignal): AbortSignal {
-  if (a === undefined) return b;
-  const controller = new AbortController();
-  const abort = (signal: AbortSignal) => () => controller.abort(signal.reason);
-  for (const signal of [a, b]) {
-    if (signal.aborted) controller.abort(signal.reason);
-    else signal.addEventListener('abort', abort(signal), { once: true });
-  }
-  return controller.signal;
-}
+/**
+ * The dispatcher of one request. A class, not a set of closures: one is built per request, and
+ * its methods are shared by all of them.
+ */
+export class McpDispatch {
+  constructor(private readonly scope: DispatchScope) {}
 
-/** The dispatcher of one request. */
-export function createDispatch(scope: DispatchScope) {
-  const { catalog, invocation } = scope;
-
-  function event(
+  private event(
     kind: Kind,
     projected: McpProjected,
     name: string,
     startedAt: number,
     error?: unknown,
-  ) {
+  ): void {
+    const scope = this.scope;
+    if (!scope.logging) return;
     const base = {
       requestId: scope.context.requestId,
       [kind === 'resource' ? 'uri' : kind]: name,
@@ -109,135 +108,154 @@ export function createDispatch(scope: DispatchScope) {
     }, scope.logContext);
   }
 
-  function unknown(kind: Kind, name: unknown): never {
-    scope.log({
+  private unknown(kind: Kind, name: unknown): never {
+    this.scope.log({
       event: `svc.mcp.${kind}.failed`,
       level: 'warn',
-      requestId: scope.context.requestId,
+      requestId: this.scope.context.requestId,
       reason: `unknown_${kind}`,
-    }, scope.logContext);
+    }, this.scope.logContext);
     throw new McpProtocolError(
       kind === 'resource' ? MCP_RESOURCE_NOT_FOUND : JSONRPC_INVALID_PARAMS,
       `Unknown ${kind}: ${shown(name)}`,
     );
   }
 
-  function contextFor(signal: AbortSignal): InvocationContext {
-    return { ...scope.context, signal: bothSignals(scope.context.signal, signal) };
+  private contextFor(signal: AbortSignal): InvocationContext {
+    return { ...this.scope.context, signal };
   }
 
   /** Calls a unary projection; rethrows with the `kind` event logged. */
-  async function callUnary(
+  private async callUnary(
     kind: Kind,
     projected: McpProjected,
     name: string,
     input: unknown,
     signal: AbortSignal,
-  ) {
-    scope.enrich(projected, kind === 'tool' ? { tool: name } : {});
+  ): Promise<unknown> {
+    this.scope.enrich(projected, kind === 'tool' ? { tool: name } : {});
     const startedAt = Date.now();
     try {
-      const output = await invocation.call(projected.target, input, contextFor(signal));
-      event(kind, projected, name, startedAt);
+      const output = await this.scope.invocation.call(
+        projected.target,
+        input,
+        this.contextFor(signal),
+      );
+      this.event(kind, projected, name, startedAt);
       return output;
     } catch (error) {
-      event(kind, projected, name, startedAt, error);
+      this.event(kind, projected, name, startedAt, error);
       throw error;
     }
   }
-
-  return {
-    listTools: () => ({ tools: catalog.toolList }),
-
-    async callTool(
-      params: { name: string; arguments?: Record<string, unknown> },
-      extra: CallExtra,
-    ): Promise<ToolResult> {
-      const tool = catalog.tools.get(params.name) ?? unknown('tool', params.name);
-      const input = params.arguments ?? {};
-      if (!tool.stream) {
-        try {
-          const output = await callUnary('tool', tool, params.name, input, extra.signal);
-          return toolSuccess(output, tool.structured);
-        } catch (error) {
-          return await toolFailure(error, scope.context.requestId);
-        }
-      }
-      scope.enrich(tool, { tool: params.name });
-      const startedAt = Date.now();
-      const context = contextFor(extra.signal);
-      try {
-        const stream = await invocation.stream(tool.target, input, context);
-        const items = await aggregateStream(stream, scope.limits, extra.progress, context.signal);
-        event('tool', tool, params.name, startedAt);
-        return toolSuccess({ items }, true);
-      } catch (error) {
-        event('tool', tool, params.name, startedAt, error);
-        return await toolFailure(error, scope.context.requestId);
-      }
-    },
-
-    listPrompts: () => ({ prompts: [...catalog.prompts.values()].map((p) => p.listing) }),
-
-    async getPrompt(
-      params: { name: string; arguments?: Record<string, string> },
-      extra: CallExtra,
-    ) {
-      const prompt = catalog.prompts.get(params.name) ?? unknown('prompt', params.name);
-      const output = await failingAsProtocolError(() =>
-        callUnary('prompt', prompt, params.name, params.arguments ?? {}, extra.signal)
-      );
-      if (
-        output !== null && typeof output === 'object' &&
-        Array.isArray((output as { messages?: unknown }).messages)
-      ) {
-        return output as Record<string, unknown>;
-      }
-      return {
-        ...(prompt.listing.description !== undefined
-          ? { description: prompt.listing.description }
-          : {}),
-        messages: [{ role: 'user', content: { type: 'text', text: outputText(output) } }],
-      };
-    },
-
-    listResources: () => ({
-      resources: [...catalog.resources.values()].filter((r) => r.pattern === undefined).map((r) =>
-        r.listing
-      ),
-    }),
-
-    listResourceTemplates: () => ({ resourceTemplates: catalog.templates.map((r) => r.listing) }),
-
-    async readResource(params: { uri: string }, extra: CallExtra) {
-      const found = resolveResource(catalog, params.uri) ?? unknown('resource', params.uri);
-      const output = await failingAsProtocolError(() =>
-        callUnary('resource', found.resource, found.resource.uri, found.input, extra.signal)
-      );
-      return {
-        contents: [{
-          uri: params.uri,
-          ...(found.resource.mimeType !== undefined ? { mimeType: found.resource.mimeType } : {}),
-          text: outputText(output),
-        }],
-      };
-    },
-  };
 
   /**
    * Prompts and resources have no `isError` result: their failures are JSON-RPC errors whose
    * `data` is the same problem record a tool failure carries.
    */
-  async function failingAsProtocolError<T>(run: () => Promise<T>): Promise<T> {
+  private async failingAsProtocolError<T>(run: Promise<T>): Promise<T> {
     try {
-      return await run();
+      return await run;
     } catch (error) {
-      const record = await failureRecord(error, scope.context.requestId);
+      const record = await failureRecord(error, this.scope.context.requestId);
       const code = record.status === 422 ? JSONRPC_INVALID_PARAMS : JSONRPC_INTERNAL_ERROR;
       throw new McpProtocolError(code, String(record.detail), record);
     }
   }
-}
 
-/** The dispatcher's type. */
-export type McpDispatch = ReturnType<typeof createDispatch>;
+  /** `tools/list`. */
+  listTools(): { tools: unknown[] } {
+    return { tools: this.scope.catalog.toolList };
+  }
+
+  /** `tools/call`: every failure once the tool is known is an in-band `isError` result. */
+  async callTool(
+    params: { name: string; arguments?: Record<string, unknown> },
+    extra: CallExtra,
+  ): Promise<ToolResult> {
+    const scope = this.scope;
+    const tool = scope.catalog.tools.get(params.name) ?? this.unknown('tool', params.name);
+    const input = params.arguments ?? {};
+    if (!tool.stream) {
+      try {
+        const output = await this.callUnary('tool', tool, params.name, input, extra.signal);
+        return toolSuccess(output, tool.structured);
+      } catch (error) {
+        return await toolFailure(error, scope.context.requestId);
+      }
+    }
+    scope.enrich(tool, { tool: params.name });
+    const startedAt = Date.now();
+    const context = this.contextFor(extra.signal);
+    try {
+      const stream = await scope.invocation.stream(tool.target, input, context);
+      const items = await aggregateStream(stream, scope.limits, extra.progress, context.signal);
+      this.event('tool', tool, params.name, startedAt);
+      return toolSuccess({ items }, true);
+    } catch (error) {
+      this.event('tool', tool, params.name, startedAt, error);
+      return await toolFailure(error, scope.context.requestId);
+    }
+  }
+
+  /** `prompts/list`. */
+  listPrompts(): { prompts: unknown[] } {
+    return { prompts: [...this.scope.catalog.prompts.values()].map((p) => p.listing) };
+  }
+
+  /** `prompts/get`. */
+  async getPrompt(
+    params: { name: string; arguments?: Record<string, string> },
+    extra: CallExtra,
+  ): Promise<Record<string, unknown>> {
+    const prompt = this.scope.catalog.prompts.get(params.name) ??
+      this.unknown('prompt', params.name);
+    const output = await this.failingAsProtocolError(
+      this.callUnary('prompt', prompt, params.name, params.arguments ?? {}, extra.signal),
+    );
+    if (
+      output !== null && typeof output === 'object' &&
+      Array.isArray((output as { messages?: unknown }).messages)
+    ) {
+      return output as Record<string, unknown>;
+    }
+    return {
+      ...(prompt.listing.description !== undefined
+        ? { description: prompt.listing.description }
+        : {}),
+      messages: [{ role: 'user', content: { type: 'text', text: outputText(output) } }],
+    };
+  }
+
+  /** `resources/list`: the resources whose URI is not a template. */
+  listResources(): { resources: unknown[] } {
+    return {
+      resources: [...this.scope.catalog.resources.values()].filter((r) => r.pattern === undefined)
+        .map((r) => r.listing),
+    };
+  }
+
+  /** `resources/templates/list`. */
+  listResourceTemplates(): { resourceTemplates: unknown[] } {
+    return { resourceTemplates: this.scope.catalog.templates.map((r) => r.listing) };
+  }
+
+  /** `resources/read`. */
+  async readResource(
+    params: { uri: string },
+    extra: CallExtra,
+  ): Promise<{ contents: Record<string, unknown>[] }> {
+    const found = resolveResource(this.scope.catalog, params.uri) ??
+      this.unknown('resource', params.uri);
+    const output = await this.failingAsProtocolError(
+      this.callUnary('resource', found.resource, found.resource.uri, found.input, extra.signal),
+    );
+    return {
+      contents: [{
+        uri: params.uri,
+        ...(found.resource.mimeType !== undefined ? { mimeType: found.resource.mimeType } : {}),
+        text: outputText(output),
+      }],
+    };
+  }
+}

@@ -19,6 +19,7 @@ import {
   type InvocationContext,
   invocationDeadline,
   type PublishedMethod,
+  publishedMethodsOf,
 } from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
@@ -29,7 +30,7 @@ import {
   readMcpMessages,
 } from './jsonrpc-body.ts';
 import { buildMcpCatalog, type McpCatalog, type McpProjected } from './mcp-catalog.ts';
-import { createDispatch, JSONRPC_INTERNAL_ERROR } from './mcp-dispatch.ts';
+import { JSONRPC_INTERNAL_ERROR, McpDispatch } from './mcp-dispatch.ts';
 import { originAllowed } from './origin-gate.ts';
 import { pinInitializeVersion, protocolVersionAccepted } from './protocol-version.ts';
 
@@ -40,10 +41,12 @@ const NO_STORE = { 'Cache-Control': 'no-store' } as const;
 
 type SdkModule = typeof import('./sdk-server.ts');
 let sdk: Promise<SdkModule> | undefined;
+/** The SDK half once loaded: later requests take it without waiting on a promise. */
+let loadedSdk: SdkModule | undefined;
 
 /** Loads the SDK half once, on the first request that needs it. */
 function loadSdk(): Promise<SdkModule> {
-  sdk ??= import('./sdk-server.ts');
+  sdk ??= import('./sdk-server.ts').then((module) => loadedSdk = module);
   return sdk;
 }
 
@@ -54,16 +57,24 @@ function refusal(status: number, code: number, message: string, extra?: HeadersI
   });
 }
 
-/** The same answer, never cache-eligible (MCP rule 3), whoever wrote it. */
+/**
+ * The same answer, never cache-eligible (MCP rule 3), whoever wrote it: marked in place, or
+ * copied when its headers are immutable (a fetched response).
+ */
 function noStore(response: Response): Response {
   if (response.headers.get('Cache-Control') === 'no-store') return response;
-  const headers = new Headers(response.headers);
-  headers.set('Cache-Control', 'no-store');
-  return new Response(response.body, {
-    status: response.status,
-    statusText: response.statusText,
-    headers,
-  });
+  try {
+    response.headers.set('Cache-Control', 'no-store');
+    return response;
+  } catch {
+    const headers = new Headers(response.headers);
+    headers.set('Cache-Control', 'no-store');
+    return new Response(response.body, {
+      status: response.status,
+      statusText: response.statusText,
+      headers,
+    });
+  }
 }
 
 /** Whether any request asks for progress: then the answer must be a stream of events. */
@@ -87,15 +98,11 @@ function invocationContext(
     arrivedAt,
   );
   const idempotencyKey = filterIdempotencyKey(c.req.header(SVC_IDEMPOTENCY_KEY_HEADER));
-  return {
-    caller,
-    ...(connInfo !== undefined ? { connInfo } : {}),
-    requestId: contextRequestId(c),
-    ...(deadline !== undefined ? { deadline } : {}),
-    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
-    bindings: c,
-    signal: c.req.raw.signal,
-  };
+  const context: InvocationContext = { caller, requestId: contextRequestId(c), bindings: c };
+  if (connInfo !== undefined) context.connInfo = connInfo;
+  if (deadline !== undefined) context.deadline = deadline;
+  if (idempotencyKey !== undefined) context.idempotencyKey = idempotencyKey;
+  return context;
 }
 
 /**
@@ -115,24 +122,40 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
   const serverInfo = { name: deps.options.id, version: '1.0.0' };
 
   // The projection of the last catalog seen: rebuilt only when a published method changed
-  // (accepted documents are frozen and kept while cached, so identity tells).
-  let last: { methods: unknown[]; catalog: McpCatalog } | undefined;
-  function projected(published: PublishedMethod[]): McpCatalog {
+  // (accepted documents are frozen and kept while cached, so identity tells). `documents` are
+  // those it was built from when every target was cached: while the cache hands back the very
+  // same documents, the projection is reused without resolving or listing anything.
+  let last: {
+    methods: unknown[];
+    catalog: McpCatalog;
+    documents: readonly unknown[] | undefined;
+  } | undefined;
+  function projected(published: PublishedMethod[], documents?: readonly unknown[]): McpCatalog {
     const methods = published.map((entry) => entry.method);
-    if (
-      last !== undefined && last.methods.length === methods.length &&
-      last.methods.every((method, index) => method === methods[index])
-    ) {
-      return last.catalog;
-    }
-    const catalog = buildMcpCatalog(published);
-    last = { methods, catalog };
+    const unchanged = last !== undefined && last.methods.length === methods.length &&
+      last.methods.every((method, index) => method === methods[index]);
+    const catalog = unchanged ? last!.catalog : buildMcpCatalog(published);
+    last = { methods, catalog, documents };
     return catalog;
+  }
+
+  function cachedCatalog(): McpCatalog | undefined {
+    const targets = deps.catalog.peekAll('default');
+    if (targets === undefined) return undefined;
+    const known = last?.documents;
+    if (
+      known !== undefined && known.length === targets.length &&
+      targets.every((target, index) => target.document === known[index])
+    ) {
+      return last!.catalog;
+    }
+    return projected(publishedMethodsOf(targets), targets.map((target) => target.document));
   }
 
   async function catalogOf(c: Context): Promise<McpCatalog | Response> {
     try {
-      return projected(await invocation.publishedMethods(c, contextRequestId(c)));
+      return cachedCatalog() ??
+        projected(await invocation.publishedMethods(c, contextRequestId(c)));
     } catch (error) {
       // Fail closed: no catalog, no tools (Catalog rules). The log has the cause.
       log({
@@ -178,26 +201,28 @@ export function mountMcpEndpoint(app: Hono, deps: FrontDoorDependencies): void {
     for (const message of read.messages) pinInitializeVersion(message);
     return noStore(
       await deps.withInvocationMiddleware(c, { surface: 'mcp' }, async (caller, connInfo) => {
-        const dispatch = createDispatch({
+        const dispatch = new McpDispatch({
           catalog,
           invocation,
           context: invocationContext(c, caller, connInfo, deps, arrivedAt),
           log,
+          logging: deps.logging,
           logContext: c,
           limits: { maxItems: options.maxItems, maxBytes: options.maxBytes },
           enrich(projected: McpProjected, extra: { tool?: string }) {
             const current = c.get('svcInvocation' as never) as SvcInvocation | undefined;
-            c.set('svcInvocation' as never, {
+            const enriched: SvcInvocation = {
               ...current,
               surface: 'mcp',
               serviceId: projected.target.serviceId,
               abilityId: projected.target.abilityId,
               method: projected.target.method,
-              ...extra,
-            } as never);
+            };
+            if (extra.tool !== undefined) enriched.tool = extra.tool;
+            c.set('svcInvocation' as never, enriched as never);
           },
         });
-        const { serveMcpRequest } = await loadSdk();
+        const { serveMcpRequest } = loadedSdk ?? await loadSdk();
         return await serveMcpRequest(
           request,
           read.batch ? read.messages : read.messages[0],

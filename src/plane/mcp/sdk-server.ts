@@ -43,38 +43,73 @@ function progressSink(
   return { token, send: (params) => send({ method: 'notifications/progress', params }) };
 }
 
-function createServer(dispatch: McpDispatch, info: McpServeOptions['serverInfo']): Server {
+// AJV compiles with `new Function`, which workerd forbids; this one runs everywhere. It holds no
+// state between validations, so every request's server shares it.
+let validator: CfWorkerJsonSchemaValidator | undefined;
+
+type HandlerRegistration = (server: Server, dispatch: McpDispatch) => void;
+
+/** How each method the endpoint answers is handed to the dispatcher. */
+const HANDLERS: Readonly<Record<string, HandlerRegistration>> = {
+  'tools/list': (server, dispatch) =>
+    server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools()),
+  'tools/call': (server, dispatch) =>
+    server.setRequestHandler(
+      CallToolRequestSchema,
+      (request, extra) =>
+        dispatch.callTool(request.params, {
+          signal: extra.signal,
+          progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
+        }),
+    ),
+  'prompts/list': (server, dispatch) =>
+    server.setRequestHandler(ListPromptsRequestSchema, () => dispatch.listPrompts()),
+  'prompts/get': (server, dispatch) =>
+    server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
+      // deno-lint-ignore no-explicit-any
+      dispatch.getPrompt(request.params, { signal: extra.signal }) as any),
+  'resources/list': (server, dispatch) =>
+    server.setRequestHandler(ListResourcesRequestSchema, () => dispatch.listResources()),
+  'resources/templates/list': (server, dispatch) =>
+    server.setRequestHandler(
+      ListResourceTemplatesRequestSchema,
+      () => dispatch.listResourceTemplates(),
+    ),
+  'resources/read': (server, dispatch) =>
+    server.setRequestHandler(
+      ReadResourceRequestSchema,
+      (request, extra) => dispatch.readResource(request.params, { signal: extra.signal }),
+    ),
+};
+
+/**
+ * The server of one request, with handlers for the methods its messages name: no other method
+ * can reach it (it lives for this request only), and registering a handler costs a schema
+ * inspection each. A method without one is answered "method not found", as the SDK answers any
+ * method the endpoint does not serve.
+ */
+function createServer(
+  dispatch: McpDispatch,
+  info: McpServeOptions['serverInfo'],
+  messages: readonly unknown[],
+): Server {
   const server = new Server(info, {
     capabilities: { tools: {}, prompts: {}, resources: {}, logging: {} },
-    // AJV compiles with `new Function`, which workerd forbids; this one runs everywhere.
-    jsonSchemaValidator: new CfWorkerJsonSchemaValidator(),
+    jsonSchemaValidator: validator ??= new CfWorkerJsonSchemaValidator(),
   });
-  server.setRequestHandler(ListToolsRequestSchema, () => dispatch.listTools());
-  server.setRequestHandler(
-    CallToolRequestSchema,
-    (request, extra) =>
-      dispatch.callTool(request.params, {
-        signal: extra.signal,
-        progress: progressSink(request.params._meta?.progressToken, extra.sendNotification),
-      }),
-  );
-  server.setRequestHandler(ListPromptsRequestSchema, () => dispatch.listPrompts());
-  server.setRequestHandler(GetPromptRequestSchema, (request, extra) =>
-    // deno-lint-ignore no-explicit-any
-    dispatch.getPrompt(request.params, { signal: extra.signal }) as any);
-  server.setRequestHandler(ListResourcesRequestSchema, () => dispatch.listResources());
-  server.setRequestHandler(
-    ListResourceTemplatesRequestSchema,
-    () => dispatch.listResourceTemplates(),
-  );
-  server.setRequestHandler(
-    ReadResourceRequestSchema,
-    (request, extra) => dispatch.readResource(request.params, { signal: extra.signal }),
-  );
+  const registered = new Set<string>();
+  for (const message of messages) {
+    const method = (message as { method?: unknown }).method;
+    if (typeof method !== 'string' || registered.has(method) || !Object.hasOwn(HANDLERS, method)) {
+      continue;
+    }
+    registered.add(method);
+    HANDLERS[method](server, dispatch);
+  }
   return server;
 }
 
-/** The response with `no-store`, closing the pair once its body ended or was cancelled. */
+/** An SSE response with `no-store`, closing the pair once its body ended or was cancelled. */
 function closingWhenDone(response: Response, close: () => void): Response {
   const headers = new Headers(response.headers);
   headers.set('Cache-Control', 'no-store');
@@ -111,7 +146,15 @@ function closingWhenDone(response: Response, close: () => void): Response {
 
 /**
  * Serves one MCP POST whose body was already read and checked. `signal` is the HTTP request's
- * (the client disconnected): it closes the pair like a cancelled response body does.
+ * (the client disconnected): it closes the pair like a cancelled response body does, and so
+ * aborts the signal every running handler was given, even when it was aborted before the pair
+ * existed.
+ *
+ * A JSON answer (`jsonResponse`) is complete when it resolves: the transport resolves it once
+ * every request the body carries was answered, so no handler runs any more and the pair is left
+ * to the collector as it is. Closing it would only abort controllers already gone and build a
+ * "connection closed" error for outgoing requests this server never sends. An SSE answer keeps
+ * the pair open until its body ends or is cancelled.
  */
 export async function serveMcpRequest(
   request: Request,
@@ -119,23 +162,50 @@ export async function serveMcpRequest(
   dispatch: McpDispatch,
   options: McpServeOptions,
 ): Promise<Response> {
-  const server = createServer(dispatch, options.serverInfo);
-  const transport = new WebStandardStreamableHTTPServerTransport({
-    sessionIdGenerator: undefined,
-    enableJsonResponse: options.jsonResponse,
-  });
-  let closed = false;
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    server.close().catch(() => {});
-  };
-  request.signal?.addEventListener('abort', close, { once: true });
-  await server.connect(transport);
+  const messages = Array.isArray(parsedBody) ? parsedBody : [parsedBody];
+  const pair = new RequestPair(
+    request,
+    createServer(dispatch, options.serverInfo, messages),
+    new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: options.jsonResponse,
+    }),
+  );
+  request.signal?.addEventListener('abort', pair, { once: true });
+  await pair.server.connect(pair.transport);
+  // A client gone before the pair was connected: the closed transport runs no handler.
+  if (request.signal?.aborted) pair.close();
+  let response: Response;
   try {
-    return closingWhenDone(await transport.handleRequest(request, { parsedBody }), close);
+    response = await pair.transport.handleRequest(request, { parsedBody });
   } catch (error) {
-    close();
+    pair.close();
     throw error;
+  }
+  if (!options.jsonResponse) return closingWhenDone(response, () => pair.close());
+  request.signal?.removeEventListener('abort', pair);
+  return response;
+}
+
+/** One request's server and transport; the request signal's `abort` listener closes them. */
+class RequestPair {
+  #closed = false;
+
+  constructor(
+    private readonly request: Request,
+    readonly server: Server,
+    readonly transport: WebStandardStreamableHTTPServerTransport,
+  ) {}
+
+  /** Closes the pair once: every running handler's signal is aborted. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.request.signal?.removeEventListener('abort', this);
+    this.server.close().catch(() => {});
+  }
+
+  handleEvent(): void {
+    this.close();
   }
 }

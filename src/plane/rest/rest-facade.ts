@@ -20,7 +20,12 @@ import { describeErrorForLog, loggedRequestPath } from '../../core/logging.ts';
 import { problemFromError, problemResponse } from '../../core/problem.ts';
 import { contextRequestId } from '../../service/problem-json-app.ts';
 import type { ServiceDiscoveryDocument } from '../../service/discovery.ts';
-import { type FrontDoorDependencies, invocationDeadline } from '../invocation.ts';
+import type { ResolvedTarget } from '../catalog.ts';
+import {
+  type FrontDoorDependencies,
+  type InvocationContext,
+  invocationDeadline,
+} from '../invocation.ts';
 import type { SvcInvocation } from '../invocation-middleware.ts';
 import {
   assembleInput,
@@ -40,6 +45,12 @@ export const REST_FAILED_EVENT = 'svc.rest.failed';
 const NO_STORE: Readonly<Record<string, string>> = {
   'Cache-Control': 'no-store',
   'Pragma': 'no-cache',
+};
+
+/** Headers of a success answer with a JSON body. */
+const JSON_NO_STORE: Readonly<Record<string, string>> = {
+  'Content-Type': 'application/json',
+  ...NO_STORE,
 };
 
 /** Statuses whose response carries no body. */
@@ -62,14 +73,14 @@ function routeTableCache(deps: FrontDoorDependencies) {
     table: RestRouteTable;
     refused: ReadonlySet<string>;
   } | undefined;
-  const unchanged = (documents: readonly ServiceDiscoveryDocument[]) =>
-    last !== undefined && last.documents.length === documents.length &&
-    documents.every((document, index) => document === last!.documents[index]);
+  const unchanged = (targets: readonly ResolvedTarget[]) =>
+    last !== undefined && last.documents.length === targets.length &&
+    targets.every((target, index) => target.document === last!.documents[index]);
   return async (c: Context, requestId: string): Promise<RestRouteTable> => {
     const targets = deps.catalog.peekAll('default') ??
       (await deps.catalog.all(c, 'default', { requestId })).targets;
-    const documents = targets.map((target) => target.document);
-    if (!unchanged(documents)) {
+    if (!unchanged(targets)) {
+      const documents = targets.map((target) => target.document);
       const published = publishedRestRoutes(documents, deps.reservedPaths);
       const table = buildRestRoutes(published, deps.log, c, last?.refused);
       last = { documents, table, refused: new Set(published.refused.map(refusalKey)) };
@@ -99,8 +110,16 @@ function requestTarget(url: string): RequestTarget {
   return { pathname: url.slice(pathStart, query), search: url.slice(query, end) };
 }
 
-/** Sets `no-store` on an answer, unless its headers are immutable (a fetched response). */
+/**
+ * Sets `no-store` on an answer, unless its headers are immutable (a fetched response). Most
+ * answers were built with it (the facade's own): reading costs less than setting again, and
+ * still catches a middleware that changed them.
+ */
 function noStore(response: Response): Response {
+  const headers = response.headers;
+  if (headers.get('Cache-Control') === 'no-store' && headers.get('Pragma') === 'no-cache') {
+    return response;
+  }
   try {
     for (const [name, value] of Object.entries(NO_STORE)) response.headers.set(name, value);
     return response;
@@ -114,10 +133,7 @@ function noStore(response: Response): Response {
 /** The success answer: the output as JSON with `rest.status` (no body for 204 and 205). */
 function successResponse(status: number, output: unknown): Response {
   if (EMPTY_BODY_STATUSES.has(status)) return new Response(null, { status, headers: NO_STORE });
-  return new Response(JSON.stringify(output ?? null), {
-    status,
-    headers: { 'Content-Type': 'application/json', ...NO_STORE },
-  });
+  return new Response(JSON.stringify(output ?? null), { status, headers: JSON_NO_STORE });
 }
 
 /**
@@ -166,7 +182,7 @@ export function mountRestFacade(
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_REST_MAX_BODY_BYTES;
   const reserved = new Set(deps.reservedPaths);
   const tableFor = routeTableCache(deps);
-  const { invocation, withInvocationMiddleware, log } = deps;
+  const { invocation, withInvocationMiddleware, log, logging } = deps;
 
   app.use('*', async (c, next) => {
     const url = requestTarget(c.req.url);
@@ -224,7 +240,7 @@ export function mountRestFacade(
     } else {
       request.body?.cancel().catch(() => {});
     }
-    const input = assembleInput(match, new URLSearchParams(url.search), body);
+    const input = assembleInput(match, url.search, body);
     const svcInvocation: SvcInvocation = {
       surface: 'rest',
       serviceId: route.target.serviceId,
@@ -240,15 +256,11 @@ export function mountRestFacade(
     );
     const idempotencyKey = filterIdempotencyKey(request.headers.get(SVC_IDEMPOTENCY_KEY_HEADER));
     return await withInvocationMiddleware(c, svcInvocation, async (caller, connInfo) => {
-      const output = await invocation.call(route.target, input, {
-        caller,
-        requestId,
-        bindings: c,
-        ...(connInfo !== undefined ? { connInfo } : {}),
-        ...(deadline !== undefined ? { deadline } : {}),
-        ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
-      });
-      return successResponse(route.status, output);
+      const context: InvocationContext = { caller, requestId, bindings: c };
+      if (connInfo !== undefined) context.connInfo = connInfo;
+      if (deadline !== undefined) context.deadline = deadline;
+      if (idempotencyKey !== undefined) context.idempotencyKey = idempotencyKey;
+      return successResponse(route.status, await invocation.call(route.target, input, context));
     });
   }
 
@@ -261,6 +273,7 @@ export function mountRestFacade(
     startedAt: number,
     thrown: unknown,
   ): void {
+    if (!logging) return;
     const failed = status >= 400;
     const fields: Record<string, unknown> = {
       requestId,

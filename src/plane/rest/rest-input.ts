@@ -43,6 +43,7 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 /** `application/json` or any `+json` media type, parameters ignored. */
 function isJsonMediaType(contentType: string | null): boolean {
   if (contentType === null) return false;
+  if (contentType === 'application/json') return true;
   const essence = contentType.split(';', 1)[0].trim().toLowerCase();
   return essence === 'application/json' || /^application\/[a-z0-9.!#$&^_-]+\+json$/.test(essence);
 }
@@ -111,7 +112,8 @@ export async function readJsonBody(
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw invalidBody('The body must be a JSON object');
   }
-  if (nestedDeeperThan(value, MAX_REST_BODY_DEPTH)) {
+  // Nesting past the limit takes more opening brackets than a shorter body holds.
+  if (bytes.byteLength > MAX_REST_BODY_DEPTH && nestedDeeperThan(value, MAX_REST_BODY_DEPTH)) {
     throw invalidBody(`The body nests deeper than ${MAX_REST_BODY_DEPTH} levels`);
   }
   return value as Record<string, unknown>;
@@ -130,22 +132,34 @@ function setField(target: Record<string, unknown>, name: string, value: unknown)
 /**
  * Assembles the input: query fallbacks (top-level string fields take the first value,
  * string-array fields every value; nothing else is read from the query), then the body's
- * members, then the path variables.
+ * members, then the path variables. `search` is the raw query (`?...`, or empty).
  */
 export function assembleInput(
   match: RestMatch,
-  query: URLSearchParams,
+  search: string,
   body: Record<string, unknown> | undefined,
 ): Record<string, unknown> {
+  const params = Object.entries(match.params);
+  const fallbacks = search.length > 1 ? match.route.queryFallbacks : undefined;
+  // The body is an object this request parsed, held by no one else: with nothing to merge
+  // into it, it is the input as it is.
+  if (
+    body !== undefined && params.length === 0 && (fallbacks === undefined || fallbacks.size === 0)
+  ) {
+    return body;
+  }
   const input: Record<string, unknown> = {};
-  for (const [name, fallback] of match.route.queryFallbacks) {
-    const values = query.getAll(name);
-    if (values.length === 0) continue;
-    setField(input, name, fallback === 'string' ? values[0] : values);
+  if (fallbacks !== undefined && fallbacks.size > 0) {
+    const query = new URLSearchParams(search);
+    for (const [name, fallback] of fallbacks) {
+      const values = query.getAll(name);
+      if (values.length === 0) continue;
+      setField(input, name, fallback === 'string' ? values[0] : values);
+    }
   }
   if (body !== undefined) {
     for (const name of Object.keys(body)) setField(input, name, body[name]);
   }
-  for (const [name, value] of Object.entries(match.params)) setField(input, name, value);
+  for (const [name, value] of params) setField(input, name, value);
   return input;
 }

@@ -158,35 +158,45 @@ export function buildRestRoutes(
   const root = newNode();
   const routes = published.routes.map(routeOf);
   for (const route of routes) insert(root, route);
+  const match = (pathname: string): Map<string, RestMatch> => {
+    const found = new Map<string, RestMatch>();
+    if (!pathname.startsWith('/')) return found;
+    const raw = pathname === '/' ? [] : pathname.slice(1).split('/');
+    const segments: string[] = [];
+    for (const segment of raw) {
+      const decoded = decodeSegment(segment);
+      if (decoded === undefined) return found;
+      segments.push(decoded);
+    }
+    // Literal branches first: the first route found for a method is the most specific one.
+    const visit = (node: TrieNode, index: number): void => {
+      if (index === segments.length) {
+        for (const [method, route] of node.routes) {
+          if (!found.has(method)) found.set(method, { route, params: paramsOf(route, segments) });
+        }
+        return;
+      }
+      const segment = segments[index];
+      const literal = node.literals.get(segment);
+      if (literal !== undefined) visit(literal, index + 1);
+      if (node.variable !== undefined && segment.length > 0) {
+        visit(node.variable.node, index + 1);
+      }
+    };
+    visit(root, 0);
+    return found;
+  };
+  // The matches of each literal route path, found once: a request for one is answered from
+  // here (the result is only read, and its variables, if another route's, are frozen).
+  const literalPaths = new Map<string, Map<string, RestMatch>>();
+  for (const route of routes) {
+    if (route.path.includes('{') || literalPaths.has(route.path)) continue;
+    const found = match(route.path);
+    for (const entry of found.values()) Object.freeze(entry.params);
+    literalPaths.set(route.path, found);
+  }
   return {
     routes,
-    match(pathname) {
-      const found = new Map<string, RestMatch>();
-      if (!pathname.startsWith('/')) return found;
-      const raw = pathname === '/' ? [] : pathname.slice(1).split('/');
-      const segments: string[] = [];
-      for (const segment of raw) {
-        const decoded = decodeSegment(segment);
-        if (decoded === undefined) return found;
-        segments.push(decoded);
-      }
-      // Literal branches first: the first route found for a method is the most specific one.
-      const visit = (node: TrieNode, index: number): void => {
-        if (index === segments.length) {
-          for (const [method, route] of node.routes) {
-            if (!found.has(method)) found.set(method, { route, params: paramsOf(route, segments) });
-          }
-          return;
-        }
-        const segment = segments[index];
-        const literal = node.literals.get(segment);
-        if (literal !== undefined) visit(literal, index + 1);
-        if (node.variable !== undefined && segment.length > 0) {
-          visit(node.variable.node, index + 1);
-        }
-      };
-      visit(root, 0);
-      return found;
-    },
+    match: (pathname) => literalPaths.get(pathname) ?? match(pathname),
   };
 }
