@@ -238,6 +238,11 @@ function writeEscapedText(out: Uint8Array, at: number, text: string): number {
   return read === json.length ? at + written : -1;
 }
 
+/** A member whose value is an object of one text member: `opening` ends with that member's name. */
+function writeOneTextObject(out: Uint8Array, at: number, opening: string, text: string): number {
+  return writeAscii(out, writeText(out, writeAscii(out, at, opening), text), '}');
+}
+
 /**
  * Writes the UTF-8 JSON of a claim set returned by {@link readCapabilityClaims} into `out` and
  * returns its length in bytes, or -1 when it does not fit: exactly the bytes of `JSON.stringify`
@@ -257,23 +262,11 @@ export function writeCapabilityClaimsJson(claims: CapabilityTokenClaims, out: Ui
   at = writeAscii(out, writeAscii(out, at, ',"nbf":'), String(claims.nbf));
   at = writeAscii(out, writeAscii(out, at, ',"exp":'), String(claims.exp));
   if (claims.spa !== undefined) at = writeText(out, writeAscii(out, at, ',"spa":'), claims.spa);
-  if (claims.act !== undefined) {
-    at = writeAscii(
-      out,
-      writeText(out, writeAscii(out, at, ',"act":{"sub":'), claims.act.sub),
-      '}',
-    );
-  }
+  if (claims.act !== undefined) at = writeOneTextObject(out, at, ',"act":{"sub":', claims.act.sub);
   if (claims.spb !== undefined) at = writeText(out, writeAscii(out, at, ',"spb":'), claims.spb);
   if (claims.spk !== undefined) at = writeText(out, writeAscii(out, at, ',"spk":'), claims.spk);
   if (claims.spo !== undefined) at = writeText(out, writeAscii(out, at, ',"spo":'), claims.spo);
-  if (claims.cnf !== undefined) {
-    at = writeAscii(
-      out,
-      writeText(out, writeAscii(out, at, ',"cnf":{"jkt":'), claims.cnf.jkt),
-      '}',
-    );
-  }
+  if (claims.cnf !== undefined) at = writeOneTextObject(out, at, ',"cnf":{"jkt":', claims.cnf.jkt);
   return writeAscii(out, at, '}');
 }
 
