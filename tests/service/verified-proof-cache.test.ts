@@ -29,6 +29,19 @@ function boundToken(jkt: string, jti: string): string {
   return `${header}.${payload}.c2ln`;
 }
 
+/** A proof for `svc-a.echo` with `token`, signed by `key` at `now()` (the clock by default). */
+function echoProof(
+  key: Awaited<ReturnType<typeof callerKey>>,
+  token: string,
+  now?: () => number,
+): Promise<string> {
+  return jwkCapabilityProofSigner({ privateJwk: key.privateJwk, ...(now ? { now } : {}) })({
+    token,
+    targetServiceId: 'svc-a',
+    abilityId: 'svc-a.echo',
+  });
+}
+
 async function reasonOf(promise: Promise<unknown>): Promise<string | undefined> {
   const error = await promise.then(() => assert.fail('accepted'), (caught: unknown) => caught);
   assert.equal(svcErrorInfo(error).status, 401);
@@ -39,9 +52,7 @@ test('a remembered proof is refused once stale, and a replay after that stays re
   const key = await callerKey();
   const signedAt = Date.now();
   const token = boundToken(key.jkt, 'stale');
-  const proof = await jwkCapabilityProofSigner({ privateJwk: key.privateJwk, now: () => signedAt })(
-    { token, targetServiceId: 'svc-a', abilityId: 'svc-a.echo' },
-  );
+  const proof = await echoProof(key, token, () => signedAt);
   const expected = { token, jkt: key.jkt, audience: 'svc-a', abilityId: 'svc-a.echo' };
   for (const offsetMs of [0, 30_000, 89_000]) {
     await verifyCapabilityProof(proof, { ...expected, now: () => signedAt + offsetMs });
@@ -68,11 +79,7 @@ test('a remembered proof answers only the token, key, service and ability it was
   const key = await callerKey();
   const other = await callerKey();
   const token = boundToken(key.jkt, 'first');
-  const proof = await jwkCapabilityProofSigner({ privateJwk: key.privateJwk })({
-    token,
-    targetServiceId: 'svc-a',
-    abilityId: 'svc-a.echo',
-  });
+  const proof = await echoProof(key, token);
   const expected = { token, jkt: key.jkt, audience: 'svc-a', abilityId: 'svc-a.echo' };
   await verifyCapabilityProof(proof, expected);
   await verifyCapabilityProof(proof, expected);
@@ -92,11 +99,7 @@ test('a remembered proof answers only the token, key, service and ability it was
 test('a proof that failed is never remembered: it fails the same way every time', async () => {
   const key = await callerKey();
   const token = boundToken(key.jkt, 'fails');
-  const proof = await jwkCapabilityProofSigner({ privateJwk: key.privateJwk })({
-    token,
-    targetServiceId: 'svc-a',
-    abilityId: 'svc-a.echo',
-  });
+  const proof = await echoProof(key, token);
   const wrongAbility = { token, jkt: key.jkt, audience: 'svc-a', abilityId: 'svc-a.admin' };
   for (let i = 0; i < 3; i++) {
     assert.equal(
