@@ -6,6 +6,7 @@
  * @module
  */
 
+import { startSharedTimeout } from './shared-timeout.ts';
 import { untouchedWholeText } from './whole-text-body.ts';
 
 /** What a bounded read looks at: a `Request` or a `Response`. */
@@ -99,9 +100,9 @@ async function readFramed(
   if (timeoutMs === undefined) {
     buffer = await read;
   } else {
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let stopTimeout!: () => void;
     const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new BodyReadTimeout(timeoutMs)), timeoutMs);
+      stopTimeout = startSharedTimeout(timeoutMs, () => reject(new BodyReadTimeout(timeoutMs)));
     });
     try {
       buffer = await Promise.race([read, timedOut]);
@@ -112,7 +113,7 @@ async function readFramed(
       }
       throw error;
     } finally {
-      clearTimeout(timer);
+      stopTimeout();
     }
   }
   // The parser frames by the declared length; a body longer than the limit anyway is refused.
@@ -175,10 +176,10 @@ export async function readBoundedBytes(
   // against each read: one timer per body, no extra promise per chunk.
   let timedOut = false;
   const { timeoutMs } = options;
-  const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
+  const stopTimeout = timeoutMs === undefined ? undefined : startSharedTimeout(timeoutMs, () => {
     timedOut = true;
     cancelQuietly(reader);
-  }, timeoutMs);
+  });
   const chunks: Uint8Array[] = [];
   let received = 0;
   try {
@@ -199,7 +200,7 @@ export async function readBoundedBytes(
       chunks.push(next.value);
     }
   } finally {
-    if (timer !== undefined) clearTimeout(timer);
+    stopTimeout?.();
   }
   return joined(chunks, received);
 }

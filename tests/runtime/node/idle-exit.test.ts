@@ -1,0 +1,8 @@
+// A cancelled shared timeout leaves a Node process free to exit.
+import process from 'node:process';
+import { test } from 'node:test';
+import { assertIdleProcessExits } from '../idle-exit-scenario.ts';
+
+test('Node: a process whose shared timeouts were all cancelled exits when idle', {
+  timeout: 60_000,
+}, () => assertIdleProcessExits([process.execPath, '--import', 'tsx']));
