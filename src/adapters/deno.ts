@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { discardBody, markServerFramedBody } from '../core/bounded-body.ts';
 import { problemResponse } from '../core/problem.ts';
 import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { SERVER_CLOSING } from './websocket-close-grace.ts';
@@ -196,6 +197,10 @@ export async function serveDeno(
     (request, info) => {
       // Read now: Deno closes the request's connection details once it is answered or upgraded.
       const env = { ...userEnv, info, remoteAddr: info.remoteAddr };
+      // Deno's HTTP server frames a body by its declared length: a bounded read takes it whole
+      // (through its stream, each chunk is a separate trip to the runtime). A read that gives up
+      // cancels the body; the answer's `Connection: close` ends the connection.
+      markServerFramedBody(request, () => discardBody(request));
       const answer = target.fetch(request, withWebSocketUpgrader(env, upgrader));
       // An answer already there leaves nothing in flight (and keeps Deno's synchronous path).
       if (answer instanceof Response) return answer;

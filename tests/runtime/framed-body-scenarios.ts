@@ -1,6 +1,6 @@
 /**
  * DOS-08 over a real socket, for every serving helper that marks request bodies as framed by its
- * runtime's HTTP parser (`serveNode`, `serveBun`): a bounded read takes the whole-body fast path
+ * runtime's HTTP parser (`serveNode`, `serveBun`, `serveDeno`): a bounded read takes the whole-body fast path
  * when the declared length fits. A raw socket stands for a client whose Content-Length lies
  * either way, or who sends no length at all. Each runtime's test file says how it serves.
  */
@@ -66,8 +66,23 @@ function head(headers: string[]): string {
   return ['POST /batch HTTP/1.1', 'Host: x', ...headers, '', ''].join('\r\n');
 }
 
+/** What a runtime's server does beyond what the helper controls. */
+export interface FramedBodyServer {
+  /**
+   * Whether the server ends a connection answered `Connection: close` while the client still
+   * owes body bytes. Node and Bun do. Deno's server keeps such a connection (it still waits for
+   * the declared bytes) until the client or its own connection handling ends it; the handler is
+   * not held, which is what the read's timeout bounds.
+   */
+  closesOwedBodyConnection: boolean;
+}
+
 /** Registers the framed-body cases against `serve` (`name` says which helper). */
-export function framedBodyScenarios(name: string, serve: Serve): void {
+export function framedBodyScenarios(
+  name: string,
+  serve: Serve,
+  runtime: FramedBodyServer = { closesOwedBodyConnection: true },
+): void {
   test(
     `DOS-08 ${name}: a Content-Length that understates the body: only the declared bytes are read`,
     BOUND,
@@ -88,7 +103,9 @@ export function framedBodyScenarios(name: string, serve: Serve): void {
   );
 
   test(
-    `DOS-08 ${name}: a Content-Length that overstates the body: a 408 after the timeout, and the connection ends`,
+    `DOS-08 ${name}: a Content-Length that overstates the body: a 408 after the timeout${
+      runtime.closesOwedBodyConnection ? ', and the connection ends' : ''
+    }`,
     BOUND,
     async () => {
       const { server, read, port } = await boundedEcho(serve);
@@ -98,7 +115,7 @@ export function framedBodyScenarios(name: string, serve: Serve): void {
           head(['Content-Length: 10']) + 'abc',
         );
         assert.match(reply, /^HTTP\/1\.1 408 /);
-        assert.equal(closedByServer, true);
+        if (runtime.closesOwedBodyConnection) assert.equal(closedByServer, true);
         assert.deepEqual(read, []);
       } finally {
         await server.close();
