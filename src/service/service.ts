@@ -29,7 +29,13 @@ import {
   type ConnectAbilityRequest,
   createNativeAbilityConnector,
 } from './native-ability-rpc.ts';
-import { contextRequestId, installRequestIdAndProblemJson } from './problem-json-app.ts';
+import {
+  contextRequestId,
+  installRequestIdAndProblemJson,
+  type RequestIdAndProblemJsonOptions,
+  type RouteHandler,
+  serveRouteDirectly,
+} from './problem-json-app.ts';
 import {
   beginLogEventCollection,
   endLogEventCollection,
@@ -88,6 +94,23 @@ function sessionAbortLogFields(reason: unknown): Pick<SvcLogEvent, 'reason' | 'e
 }
 
 /**
+ * The path of a request URL as Hono's router reads it, when reading it takes nothing but
+ * finding its ends: `undefined` for a path with percent-escapes, which Hono decodes first.
+ */
+function plainRequestPath(url: string): string | undefined {
+  const start = url.indexOf('/', url.indexOf(':') + 3);
+  if (start === -1) return undefined;
+  let end = start;
+  while (end < url.length) {
+    const code = url.charCodeAt(end);
+    if (code === 0x3f /* ? */ || code === 0x23 /* # */) break;
+    if (code === 0x25 /* % */) return undefined;
+    end++;
+  }
+  return url.slice(start, end);
+}
+
+/**
  * Creates a service from its abilities. Every definition is checked now: a service that would
  * misbehave at request time refuses to be created, with an error naming what is wrong.
  */
@@ -126,7 +149,7 @@ export function createService(options: ServiceOptions): SvcService {
   const SESSION_ABORT_VARIABLE = 'svcSessionAbort';
   const OUTCOME_REPORTED_VARIABLE = 'svcOutcomeReported';
 
-  installRequestIdAndProblemJson(app, {
+  const requestIdAndProblems: RequestIdAndProblemJsonOptions = {
     begin: beginLogEventCollection,
     requestIdOf(c) {
       const incoming = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
@@ -158,7 +181,8 @@ export function createService(options: ServiceOptions): SvcService {
       });
       endLogEventCollection(c);
     },
-  });
+  };
+  installRequestIdAndProblemJson(app, requestIdAndProblems);
 
   for (const middleware of resolved.middleware) app.use('*', middleware);
 
@@ -173,8 +197,10 @@ export function createService(options: ServiceOptions): SvcService {
     });
   });
 
+  // An app with no middleware of the operator's serves its RPC batches without Hono's dispatch.
+  const batchRoutes = new Map<string, RouteHandler>();
   for (const ability of abilities) {
-    app.all(ability.rpc.path, (c) => {
+    const route: RouteHandler = (c) => {
       const request = c.req.raw;
       const transport = isWebSocketUpgradeRequest(request) ? 'websocket' : 'http-batch';
       const metadata = readInboundMetadata(request, transport === 'websocket' ? 'query' : 'header');
@@ -221,7 +247,9 @@ export function createService(options: ServiceOptions): SvcService {
       };
       if (options.upgradeWebSocket !== undefined) serve.upgrader = options.upgradeWebSocket;
       return serveRpc(request, serve);
-    });
+    };
+    app.all(ability.rpc.path, route);
+    if (resolved.middleware.length === 0) batchRoutes.set(ability.rpc.path, route);
   }
 
   const connectAbility = createNativeAbilityConnector({
@@ -232,7 +260,13 @@ export function createService(options: ServiceOptions): SvcService {
 
   return {
     app,
-    fetch: (request, env, ctx) => app.fetch(request, env, ctx as never) as Promise<Response>,
+    fetch(request, env, ctx) {
+      // Only a batch: Hono answers other methods its own way (a HEAD as a GET without a body).
+      const path = request.method === 'POST' ? plainRequestPath(request.url) : undefined;
+      const route = path === undefined ? undefined : batchRoutes.get(path);
+      if (route === undefined) return app.fetch(request, env, ctx as never) as Promise<Response>;
+      return serveRouteDirectly(request, env, ctx, path!, route, requestIdAndProblems);
+    },
     discovery: () => structuredClone(document),
     connectAbility,
   };

@@ -293,6 +293,8 @@ test('Ability definition handler: a factory receiving context, identity, connInf
   const { context } = input;
   assert.equal(context.env.BINDING, 'bound value');
   assert.equal(new URL(context.req.url).pathname, '/rpc/svc-c.inspect');
+  assert.equal(context.req.path, '/rpc/svc-c.inspect');
+  assert.deepEqual(context.req.param(), {});
   assert.equal(context.req.header('X-Svc-Idempotency-Key'), 'key-1');
   assert.equal(input.identity.audience, 'svc-c');
   assert.deepEqual(input.identity.scopes, ['svc-c.read']);

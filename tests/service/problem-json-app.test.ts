@@ -1,0 +1,90 @@
+// A route served directly (serveRouteDirectly) answers exactly as the same route behind an app
+// set up by installRequestIdAndProblemJson: request id, problem+json for a throw, the end report
+// and the handler's context.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Hono } from 'hono';
+import {
+  contextRequestId,
+  installRequestIdAndProblemJson,
+  type RequestIdAndProblemJsonOptions,
+  type RouteHandler,
+  serveRouteDirectly,
+} from '../../src/service/problem-json-app.ts';
+
+const PATH = '/rpc/svc-a.echo';
+
+interface Ended {
+  requestId: string;
+  status: number;
+  thrown: unknown;
+}
+
+/** The two ways of serving `handler` at PATH, each with its own record of `end` reports. */
+function bothWays(handler: RouteHandler) {
+  const ended: Ended[] = [];
+  let nextId = 0;
+  const options: RequestIdAndProblemJsonOptions = {
+    requestIdOf: (c) => c.req.header('X-Request-Id') ?? `generated-${++nextId}`,
+    end: (c, requestId, _startedAt, thrown) =>
+      ended.push({ requestId, status: c.res.status, thrown }),
+  };
+  const app = new Hono();
+  installRequestIdAndProblemJson(app, options);
+  app.all(PATH, handler);
+  return {
+    ended,
+    viaApp: (request: Request, env?: unknown) => app.fetch(request, env) as Promise<Response>,
+    direct: (request: Request, env?: unknown) =>
+      serveRouteDirectly(request, env, undefined, PATH, handler, options),
+  };
+}
+
+function post(headers: HeadersInit = {}): Request {
+  return new Request(`https://svc.internal${PATH}?x=1`, { method: 'POST', headers, body: 'b' });
+}
+
+test('a direct route echoes the request id it was sent, as the app does', async () => {
+  const ways = bothWays((c) => new Response(contextRequestId(c)));
+  for (const serve of [ways.viaApp, ways.direct]) {
+    const response = await serve(post({ 'X-Request-Id': 'req-7' }));
+    assert.equal(response.headers.get('X-Request-Id'), 'req-7');
+    assert.equal(await response.text(), 'req-7');
+  }
+  assert.deepEqual(ways.ended.map((end) => end.requestId), ['req-7', 'req-7']);
+});
+
+test('a direct route that throws answers the same problem+json and reports the throw', async () => {
+  const failure = new Error('the route broke');
+  const ways = bothWays(() => {
+    throw failure;
+  });
+  const answers = [];
+  for (const serve of [ways.viaApp, ways.direct]) {
+    const response = await serve(post({ 'X-Request-Id': 'req-9' }));
+    assert.equal(response.status, 500);
+    assert.equal(response.headers.get('Content-Type'), 'application/problem+json');
+    assert.equal(response.headers.get('X-Request-Id'), 'req-9');
+    answers.push(await response.json());
+  }
+  assert.deepEqual(answers[1], answers[0]);
+  assert.equal(answers[0].requestId, 'req-9');
+  assert.doesNotMatch(JSON.stringify(answers[0]), /the route broke/);
+  assert.deepEqual(ways.ended, [
+    { requestId: 'req-9', status: 500, thrown: failure },
+    { requestId: 'req-9', status: 500, thrown: failure },
+  ]);
+});
+
+test('a direct route hands its handler a context for its path, env and no parameters', async () => {
+  const seen: unknown[][] = [];
+  const ways = bothWays((c) => {
+    seen.push([c.req.path, c.req.param(), c.env, c.req.query('x'), c.req.method]);
+    return new Response('ok');
+  });
+  const env = { BINDING: 'bound' };
+  await ways.viaApp(post(), env);
+  await ways.direct(post(), env);
+  assert.deepEqual(seen[1], seen[0]);
+  assert.deepEqual(seen[0], [PATH, {}, env, '1', 'POST']);
+});
