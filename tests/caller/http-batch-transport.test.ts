@@ -350,3 +350,20 @@ test('a budget past the timer range does not fire at once', async () => {
   const budgets = endpoint.requests.map((request) => request.headers.get('X-Svc-Timeout'));
   assert.deepEqual(budgets, [String(MAX_SVC_TIMEOUT_MS)]);
 });
+
+test('a service calling what the caller offers its batch is refused, and the call still answers', async () => {
+  const endpoint = fakeRpcEndpoint(newFakeRecord());
+  // Before its real answer, the service pushes a call on the caller's main (import 0 on its
+  // side) for each name, and pulls every one: none is a method the caller offers.
+  const names = ['anything', 'constructor', 'toString', '__proto__', 'then', 'echo'];
+  const { session } = sessionOver(async (request) => {
+    const answer = await (await endpoint.fetch(request)).text();
+    const hostile = names.flatMap((name, index) => [
+      JSON.stringify(['push', ['pipeline', 0, [name], []]]),
+      JSON.stringify(['pull', index + 1]),
+    ]);
+    return new Response([...hostile, answer].join('\n'));
+  });
+  assert.deepEqual(await session.echo({ value: 'still answered' }), { value: 'still answered' });
+  assert.deepEqual(await session.echo({ value: 'and again' }), { value: 'and again' });
+});
