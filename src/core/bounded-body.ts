@@ -68,7 +68,8 @@ function abandonOfServerFramed(message: object): (() => void) | undefined {
  */
 export function markServerFramedBody(message: FramedBody, abandon: () => void): void {
   try {
-    Object.defineProperty(message, SERVER_FRAMED, { value: abandon, enumerable: false });
+    // Assigned rather than defined, as cheaper per request (see whole-text-body.ts).
+    (message as { [SERVER_FRAMED]?: () => void })[SERVER_FRAMED] = abandon;
   } catch {
     // An object that takes no property (frozen by its runtime) is read counting every chunk.
   }
