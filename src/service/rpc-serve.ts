@@ -314,15 +314,19 @@ export { readBoundedText } from '../core/bounded-body.ts';
 /**
  * Why a served batch's session ends once its response is taken. One frozen value for every
  * batch: building an `Error` per batch costs several microseconds on some engines (Deno) even
- * without a stack, and nothing ever reads this one beyond its identity.
+ * without a stack, and nothing ever reads this one beyond its identity and taxonomy. Its fields
+ * are not enumerable: Cap'n Web serialises an ending session's reason for an abort message (one
+ * no one receives, here) field by field, each one it enumerates.
  */
-const BATCH_ANSWERED: SvcInternalError = Object.freeze(
-  withoutStackCapture(() =>
-    new SvcInternalError('The RPC batch was answered; its session has ended', {
-      reason: 'rpc_batch_answered',
-    })
-  ),
+const BATCH_ANSWERED: SvcInternalError = withoutStackCapture(() =>
+  new SvcInternalError('The RPC batch was answered; its session has ended', {
+    reason: 'rpc_batch_answered',
+  })
 );
+for (const key of Object.keys(BATCH_ANSWERED)) {
+  Object.defineProperty(BATCH_ANSWERED, key, { enumerable: false });
+}
+Object.freeze(BATCH_ANSWERED);
 
 /**
  * Server end of one batch: hands the request lines to the session, collects what it sends, and
