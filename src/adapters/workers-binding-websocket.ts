@@ -10,7 +10,8 @@
  * @module
  */
 import { SvcConfigurationError } from '../core/errors.ts';
-import { nextMacrotask, type ServiceBindingFetcher } from '../caller/transports/http-batch.ts';
+import { nextMacrotask } from '../core/next-macrotask.ts';
+import type { ServiceBindingFetcher } from '../caller/transports/http-batch.ts';
 import {
   ABNORMAL_CLOSURE,
   checkCloseArguments,

@@ -32,6 +32,7 @@ import {
   resolveWebSocketUpgrader,
   type WebSocketUpgrader,
 } from './websocket-upgrade.ts';
+import { nextMacrotask } from '../core/next-macrotask.ts';
 import { withoutStackCapture } from '../core/stackless.ts';
 import { wholeTextResponse } from '../core/whole-text-body.ts';
 
@@ -330,9 +331,9 @@ Object.freeze(BATCH_ANSWERED);
 
 /**
  * Server end of one batch: hands the request lines to the session, collects what it sends, and
- * says when every line was read. Once the response body is taken, later sends are dropped and
- * the session's next read fails with {@link BATCH_ANSWERED}, which ends it (disposing what it
- * exported) without an error built for it.
+ * says when every line was read. Once the response body is taken, later sends are dropped; when
+ * told to end, the session's pending read fails with {@link BATCH_ANSWERED}, which ends it
+ * (disposing what it exported) without an error built for it.
  */
 class BatchServerTransport implements RpcTransport {
   #incoming: string[];
@@ -381,13 +382,17 @@ class BatchServerTransport implements RpcTransport {
     return this.#allReceived;
   }
 
-  /** The response body; from now on the session's pending read fails, ending the session. */
+  /** The response body; from now on what the session sends is dropped. */
   takeBody(): string {
     const body = (this.#outgoing ?? []).join('\n');
     this.#outgoing = null;
+    return body;
+  }
+
+  /** Ends the session once its body was taken: its pending (or next) read fails. */
+  end(): void {
     this.#endRead?.(BATCH_ANSWERED);
     this.#endRead = undefined;
-    return body;
   }
 }
 
@@ -450,9 +455,11 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
     // The session aborted (a limit was exceeded, a message was malformed). Its abort message
     // is already in the outgoing batch, so the caller learns why from the body.
   }
-  // Taking the body ends the session, which disposes what it exported: nothing can reach
-  // them after the response.
   const body = transport.takeBody();
+  // Ending the session disposes what it exported (nothing can reach it after the response).
+  // That takes Cap'n Web a walk of every table, which the response need not wait for: it runs
+  // on the next task, once the runtime has the response to write.
+  void nextMacrotask().then(() => transport.end());
   return wholeTextResponse(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
 }
 

@@ -25,7 +25,7 @@ import {
   type WebSocketEndRole,
   webSocketMessageEvent,
 } from '../adapters/event-target-websocket.ts';
-import { nextMacrotask } from '../caller/transports/http-batch.ts';
+import { nextMacrotask } from '../core/next-macrotask.ts';
 
 /** How one end of a connection ended, as its `close` event reported it. */
 export type MemoryWebSocketClose = WebSocketCloseDetails;

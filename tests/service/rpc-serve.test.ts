@@ -68,6 +68,41 @@ test('a raw HTTP batch authenticates and echoes in one response', async () => {
   assert.deepEqual(lines.find((line) => line[0] === 'resolve'), ['resolve', 2, { value: 'raw' }]);
 });
 
+test('a served batch disposes its main and what its calls returned, once its response is out', async () => {
+  const disposed: string[] = [];
+  class Returned extends RpcTarget {
+    ping(): string {
+      return 'pong';
+    }
+    [Symbol.dispose](): void {
+      disposed.push('returned');
+    }
+  }
+  class Main extends RpcTarget {
+    open(): Returned {
+      return new Returned();
+    }
+    [Symbol.dispose](): void {
+      disposed.push('main');
+    }
+  }
+  const response = await serveRpc(
+    post([
+      '["push",["pipeline",0,["open"],[]]]',
+      '["push",["pipeline",1,["ping"],[]]]',
+      '["pull",2]',
+    ].join('\n')),
+    { transports: ['http-batch'], createMain: () => new Main() },
+  );
+  const lines = (await response.text()).split('\n').map((line) => JSON.parse(line));
+  assert.deepEqual(lines.find((line) => line[0] === 'resolve'), ['resolve', 2, 'pong']);
+  // The session ends on the task after the response: both are disposed by then, once each.
+  for (let turn = 0; turn < 20 && disposed.length < 2; turn++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  assert.deepEqual(disposed.sort(), ['main', 'returned']);
+});
+
 test('GET without an upgrade is 405 with an Allow header and a problem body', async () => {
   const endpoint = fakeRpcEndpoint();
   const response = await endpoint.fetch(new Request(RPC_URL));

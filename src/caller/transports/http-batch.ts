@@ -22,6 +22,7 @@ import {
   withMetadataHeaders,
 } from './outbound-metadata.ts';
 import { peerMessageRefusal } from '../../service/peer-message-screen.ts';
+import { nextMacrotask } from '../../core/next-macrotask.ts';
 import { stacklessError } from '../../core/stackless.ts';
 import { wholeTextRequest } from '../../core/whole-text-body.ts';
 
@@ -62,25 +63,7 @@ const BATCH_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 /** Base URL of in-process and binding routes; the host is never resolved. */
 const INTERNAL_ORIGIN = 'https://svc.internal';
 
-/** Resolves on the next macrotask, without the timer clamp where the runtime allows. */
-export function nextMacrotask(): Promise<void> {
-  const immediate = (globalThis as { setImmediate?: (callback: () => void) => unknown })
-    .setImmediate;
-  if (typeof immediate === 'function') {
-    return new Promise((resolve) => immediate(() => resolve()));
-  }
-  if (typeof MessageChannel === 'function') {
-    return new Promise((resolve) => {
-      const channel = new MessageChannel();
-      channel.port1.onmessage = () => {
-        channel.port1.close();
-        resolve();
-      };
-      channel.port2.postMessage(null);
-    });
-  }
-  return new Promise((resolve) => setTimeout(resolve, 0));
-}
+export { nextMacrotask } from '../../core/next-macrotask.ts';
 
 /** Reads a refused batch as an error carrying the service's own taxonomy fields when it sent any. */
 async function refusedBatchError(response: Response): Promise<Error> {
