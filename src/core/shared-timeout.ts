@@ -16,6 +16,8 @@
  * @module
  */
 
+import { MAX_TIMER_DELAY_MS } from './deadline.ts';
+
 /** A pending timeout: when it ends, on the monotonic clock, and what it does then. */
 interface PendingTimeout {
   readonly endsAt: number;
@@ -33,7 +35,9 @@ let timerHeld = false;
 function arm(endsAt: number): void {
   if (timer !== undefined) clearTimeout(timer);
   timerEndsAt = endsAt;
-  timer = setTimeout(fire, Math.max(0, endsAt - performance.now())) as TimerHandle;
+  // A delay past the timer range would fire at once; the timer then re-arms for what is left.
+  const delayMs = Math.min(Math.max(0, endsAt - performance.now()), MAX_TIMER_DELAY_MS);
+  timer = setTimeout(fire, delayMs) as TimerHandle;
   timerHeld = true;
 }
 

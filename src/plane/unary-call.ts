@@ -11,8 +11,9 @@
  *
  * @module
  */
-import { callerWaitMs, MAX_TIMER_DELAY_MS } from '../core/deadline.ts';
+import { callerWaitMs } from '../core/deadline.ts';
 import { svcErrorInfo, SvcTimeoutError } from '../core/errors.ts';
+import { startSharedTimeout } from '../core/shared-timeout.ts';
 import type {
   OpenedRpcSession,
   OutboundRpcMetadata,
@@ -77,7 +78,7 @@ async function answerOf(
  * built for every call a front door makes with a signal or a deadline.
  */
 class BoundedAttempt {
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #stopTimeout: (() => void) | undefined;
   #settled = false;
 
   constructor(
@@ -93,9 +94,9 @@ class BoundedAttempt {
     signal?.addEventListener('abort', this, { once: true });
     if (remaining !== undefined) {
       // The service's own verdict normally arrives first; this bounds a peer that never answers.
-      this.#timer = setTimeout(
+      this.#stopTimeout = startSharedTimeout(
+        callerWaitMs(remaining),
         () => this.#finish(false, timeoutOf(this.request)),
-        Math.min(callerWaitMs(remaining), MAX_TIMER_DELAY_MS),
       );
     }
     const ability = this.opened.main.authenticate(token);
@@ -113,7 +114,7 @@ class BoundedAttempt {
   #finish(ok: boolean, value: unknown): void {
     if (this.#settled) return;
     this.#settled = true;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#stopTimeout?.();
     this.request.signal?.removeEventListener('abort', this);
     this.opened.close();
     if (ok) this.resolve(value);

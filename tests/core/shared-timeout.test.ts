@@ -88,3 +88,13 @@ test('a timeout started after every earlier one was cancelled still fires', asyn
   const { fired } = firing(10);
   assert.equal(typeof (await fired), 'number');
 });
+
+test('a delay past the runtime timer range does not fire early', async () => {
+  let far = 0;
+  const cancelFar = startSharedTimeout(2 ** 40, () => far++);
+  const { fired } = firing(20);
+  await fired;
+  await sleep(20);
+  cancelFar();
+  assert.equal(far, 0);
+});
