@@ -25,6 +25,7 @@ import {
 import { CfWorkerJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/cfworker';
 import type { McpDispatch } from './mcp-dispatch.ts';
 import type { ProgressSink } from './stream-aggregation.ts';
+import { withoutStackCapture } from '../../core/stackless.ts';
 
 /** How one request is served. */
 export interface McpServeOptions {
@@ -177,7 +178,13 @@ export async function serveMcpRequest(
   if (request.signal?.aborted) pair.close();
   let response: Response;
   try {
-    response = await pair.transport.handleRequest(request, { parsedBody });
+    // The transport checks whether each message is an initialize request by parsing it as one:
+    // for every other message the failed parse builds an error it discards, whose stack costs
+    // V8 several microseconds, twice per request. Every error its synchronous part builds is
+    // such a signal (it reports refusals to an `onerror` this server does not set).
+    response = await withoutStackCapture(() =>
+      pair.transport.handleRequest(request, { parsedBody })
+    );
   } catch (error) {
     pair.close();
     throw error;
