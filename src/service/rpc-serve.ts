@@ -32,7 +32,7 @@ import {
   resolveWebSocketUpgrader,
   type WebSocketUpgrader,
 } from './websocket-upgrade.ts';
-import { nextMacrotask } from '../core/next-macrotask.ts';
+import { runOnNextTask } from '../core/next-task-queue.ts';
 import { withoutStackCapture } from '../core/stackless.ts';
 import { wholeTextResponse } from '../core/whole-text-body.ts';
 
@@ -459,7 +459,7 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   // Ending the session disposes what it exported (nothing can reach it after the response).
   // That takes Cap'n Web a walk of every table, which the response need not wait for: it runs
   // on the next task, once the runtime has the response to write.
-  void nextMacrotask().then(() => transport.end());
+  runOnNextTask(() => transport.end());
   return wholeTextResponse(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
 }
 

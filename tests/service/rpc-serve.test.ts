@@ -10,6 +10,7 @@ import {
   WITHHELD_ERROR_MESSAGE,
 } from '../../src/service/rpc-serve.ts';
 import { httpBatchRpc } from '../../src/caller/transports/http-batch.ts';
+import { MAX_QUEUED_WORK } from '../../src/core/next-task-queue.ts';
 import { websocketRpc } from '../../src/caller/transports/websocket.ts';
 import { SESSION_ENTRY_CHECK_INTERVAL } from '../../src/service/websocket-rpc-transport.ts';
 import { withWebSocketUpgrader } from '../../src/service/websocket-upgrade.ts';
@@ -101,6 +102,29 @@ test('a served batch disposes its main and what its calls returned, once its res
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   assert.deepEqual(disposed.sort(), ['main', 'returned']);
+});
+
+test('batches served one after another with no task in between still end their sessions', async () => {
+  let disposed = 0;
+  class Main extends RpcTarget {
+    ping(): string {
+      return 'pong';
+    }
+    [Symbol.dispose](): void {
+      disposed++;
+    }
+  }
+  const batches = 3 * MAX_QUEUED_WORK;
+  // Nothing but promises between one batch and the next: no macrotask runs in this loop.
+  for (let i = 0; i < batches; i++) {
+    const response = await serveRpc(
+      post('["push",["pipeline",0,["ping"],[]]]\n["pull",1]'),
+      { transports: ['http-batch'], createMain: () => new Main() },
+    );
+    await response.text();
+  }
+  // The sessions waiting for the next task are bounded; all the others have ended.
+  assert.ok(disposed >= batches - MAX_QUEUED_WORK, `${disposed} of ${batches} ended`);
 });
 
 test('GET without an upgrade is 405 with an Allow header and a problem body', async () => {
