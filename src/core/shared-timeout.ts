@@ -9,9 +9,11 @@
  * is a set insertion and deletion, and the timer is re-armed only when a new timeout ends before
  * it or when it fires.
  *
- * While no timeout is pending the timer no longer keeps the process alive (it is unreferenced
- * where the runtime's timers can be; elsewhere it is cleared), so an idle process can exit as it
- * would without it.
+ * While no timeout is pending the timer no longer keeps the process alive (it is unreferenced),
+ * so an idle process can exit as it would without it. A runtime whose timers cannot be
+ * unreferenced (Workers) also ties each timer to the request that set it, and may cancel it once
+ * that request is over, before another request's timeout is due: there every timeout keeps a
+ * timer of its own, as without this module.
  *
  * @module
  */
@@ -44,18 +46,27 @@ function arm(endsAt: number): void {
 /** The timer keeps the process alive exactly while a timeout is pending. */
 function hold(held: boolean): void {
   if (timer === undefined || timerHeld === held) return;
-  const toggle = held ? timer.ref : timer.unref;
-  if (typeof toggle === 'function') {
-    toggle.call(timer);
-    timerHeld = held;
-    return;
+  if (held) timer.ref?.();
+  else timer.unref?.();
+  timerHeld = held;
+}
+
+/** Whether this runtime's timers can be shared: decided by the first one it hands out. */
+let sharing: boolean | undefined;
+
+/** A timeout on a runtime timer of its own. */
+function ownTimeout(delayMs: number, onTimeout: () => void): () => void {
+  const own = setTimeout(onTimeout, Math.min(Math.max(0, delayMs), MAX_TIMER_DELAY_MS));
+  return () => clearTimeout(own);
+}
+
+function timersCanBeShared(): boolean {
+  if (sharing === undefined) {
+    const probe = setTimeout(() => {}, MAX_TIMER_DELAY_MS) as TimerHandle;
+    sharing = typeof probe.ref === 'function' && typeof probe.unref === 'function';
+    clearTimeout(probe);
   }
-  // A runtime whose timers cannot be unreferenced: stop the timer instead (re-armed on demand).
-  if (!held) {
-    clearTimeout(timer);
-    timer = undefined;
-    timerEndsAt = Infinity;
-  }
+  return sharing;
 }
 
 function fire(): void {
@@ -84,6 +95,7 @@ function fire(): void {
  * monotonic clock; `onTimeout` runs from a timer task, never synchronously.
  */
 export function startSharedTimeout(delayMs: number, onTimeout: () => void): () => void {
+  if (!timersCanBeShared()) return ownTimeout(delayMs, onTimeout);
   const entry: PendingTimeout = { endsAt: performance.now() + delayMs, onTimeout };
   pending.add(entry);
   if (timer === undefined || entry.endsAt < timerEndsAt) arm(entry.endsAt);
