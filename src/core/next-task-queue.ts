@@ -10,6 +10,7 @@
  * @module
  */
 import { nextMacrotask } from './next-macrotask.ts';
+import { timersOutliveRequests } from './shared-timeout.ts';
 
 /** Most work items held for the next macrotask before the queue runs at once. */
 export const MAX_QUEUED_WORK = 64;
@@ -31,9 +32,15 @@ function runQueued(): void {
 
 /**
  * Runs `work` on the next macrotask, with everything else queued until then; at once, with
- * everything queued, when the queue is full.
+ * everything queued, when the queue is full, and at once where the runtime's tasks belong to the
+ * request that scheduled them (Workers: another request's work must not wait for them).
  */
 export function runOnNextTask(work: () => void): void {
+  // Where a task may belong to another request (Workers), the work runs now instead.
+  if (!timersOutliveRequests()) {
+    work();
+    return;
+  }
   queued.push(work);
   if (queued.length >= MAX_QUEUED_WORK) {
     runQueued();

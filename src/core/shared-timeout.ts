@@ -11,7 +11,7 @@
  *
  * While no timeout is pending the timer no longer keeps the process alive (it is unreferenced),
  * so an idle process can exit as it would without it. A runtime whose timers cannot be
- * unreferenced (Workers) also ties each timer to the request that set it, and may cancel it once
+ * unreferenced, or that is Workers, ties each timer to the request that set it, and may cancel it once
  * that request is over, before another request's timeout is due: there every timeout keeps a
  * timer of its own, as without this module.
  *
@@ -60,10 +60,19 @@ function ownTimeout(delayMs: number, onTimeout: () => void): () => void {
   return () => clearTimeout(own);
 }
 
-function timersCanBeShared(): boolean {
+/**
+ * Whether the runtime's timers belong to the process rather than to the request that set them:
+ * they can stop holding the process (Node, Bun, Deno), and the runtime is not Workers (found by
+ * its `WebSocketPair` global), whose timers belong to a request even where its Node
+ * compatibility makes them look like Node's. Where timers belong to a request, a callback one
+ * request schedules may be cancelled with it, so no other request's work may wait for it.
+ * Decided at the first call, which must come from inside a request on Workers.
+ */
+export function timersOutliveRequests(): boolean {
   if (sharing === undefined) {
+    const workers = typeof (globalThis as { WebSocketPair?: unknown }).WebSocketPair === 'function';
     const probe = setTimeout(() => {}, MAX_TIMER_DELAY_MS) as TimerHandle;
-    sharing = typeof probe.ref === 'function' && typeof probe.unref === 'function';
+    sharing = !workers && typeof probe.ref === 'function' && typeof probe.unref === 'function';
     clearTimeout(probe);
   }
   return sharing;
@@ -95,7 +104,7 @@ function fire(): void {
  * monotonic clock; `onTimeout` runs from a timer task, never synchronously.
  */
 export function startSharedTimeout(delayMs: number, onTimeout: () => void): () => void {
-  if (!timersCanBeShared()) return ownTimeout(delayMs, onTimeout);
+  if (!timersOutliveRequests()) return ownTimeout(delayMs, onTimeout);
   const entry: PendingTimeout = { endsAt: performance.now() + delayMs, onTimeout };
   pending.add(entry);
   if (timer === undefined || entry.endsAt < timerEndsAt) arm(entry.endsAt);
