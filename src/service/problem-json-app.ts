@@ -97,6 +97,12 @@ async function withRequestId(
   options.end?.(c, requestId, startedAt, c.get(THROWN_VARIABLE as never));
 }
 
+/** The answer to a throw the request-id middleware did not catch (its own, or Hono's). */
+function answerOutsideMiddleware(error: unknown, c: Context): Response {
+  c.set(THROWN_VARIABLE as never, error as never);
+  return answerToThrow(error, contextRequestId(c) ?? generateRequestId());
+}
+
 /**
  * Installs on `app`, before its routes: a middleware that sets the request id (read it with
  * {@link contextRequestId}), turns a throw below it into problem+json and echoes the id in
@@ -111,10 +117,7 @@ export function installRequestIdAndProblemJson(
 
   // Hono answers a throw in middleware or a route itself (plain text, the error logged to the
   // console whatever the app's logger says) unless told otherwise: leave as problem+json instead.
-  app.onError((error, c) => {
-    c.set(THROWN_VARIABLE as never, error as never);
-    return answerToThrow(error, contextRequestId(c) ?? generateRequestId());
-  });
+  app.onError(answerOutsideMiddleware);
 
   app.notFound((c) =>
     problemResponse({
@@ -153,8 +156,13 @@ export async function serveRouteDirectly(
     // As the router reports a route without parameters: `c.req.param()` answers `{}`.
     matchResult: [[[handler, {}]]] as never,
   });
-  await withRequestId(c, options, async () => {
-    c.res = await handler(c);
-  });
+  try {
+    await withRequestId(c, options, async () => {
+      c.res = await handler(c);
+    });
+  } catch (error) {
+    // What escapes the wrapper itself (choosing the id failed), as the app's `onError` answers.
+    return answerOutsideMiddleware(error, c);
+  }
   return c.res;
 }

@@ -88,3 +88,26 @@ test('a direct route hands its handler a context for its path, env and no parame
   assert.deepEqual(seen[1], seen[0]);
   assert.deepEqual(seen[0], [PATH, {}, env, '1', 'POST']);
 });
+
+test('a direct route whose request id cannot be chosen answers a problem, as the app does', async () => {
+  const options: RequestIdAndProblemJsonOptions = {
+    requestIdOf: () => {
+      throw new Error('the id generator broke');
+    },
+  };
+  const handler: RouteHandler = () => new Response('never');
+  const app = new Hono();
+  installRequestIdAndProblemJson(app, options);
+  app.all(PATH, handler);
+  const answers = [
+    await app.fetch(post()),
+    await serveRouteDirectly(post(), undefined, undefined, PATH, handler, options),
+  ];
+  for (const answer of answers) {
+    assert.equal(answer.status, 500);
+    assert.equal(answer.headers.get('Content-Type'), 'application/problem+json');
+    const problem = await answer.json();
+    assert.equal(typeof problem.requestId, 'string');
+    assert.doesNotMatch(JSON.stringify(problem), /generator broke/);
+  }
+});
