@@ -82,20 +82,26 @@ function fire(): void {
   timer = undefined;
   timerEndsAt = Infinity;
   const now = performance.now();
+  const due: PendingTimeout[] = [];
   let next = Infinity;
   for (const entry of pending) {
-    if (entry.endsAt > now) {
-      next = Math.min(next, entry.endsAt);
-      continue;
-    }
-    pending.delete(entry);
+    if (entry.endsAt > now) next = Math.min(next, entry.endsAt);
+    else due.push(entry);
+  }
+  // Armed first: a timeout a callback starts is then compared with it like any other.
+  if (next !== Infinity) arm(next);
+  // In deadline order, even when the timer ran late and several ended meanwhile.
+  due.sort((a, b) => a.endsAt - b.endsAt);
+  for (const entry of due) {
+    // One that an earlier callback cancelled does not run.
+    if (!pending.delete(entry)) continue;
     try {
       entry.onTimeout();
     } catch {
       // One failing callback must not keep the others from ending.
     }
   }
-  if (next !== Infinity) arm(next);
+  if (pending.size === 0) hold(false);
 }
 
 /**

@@ -102,3 +102,26 @@ test('a delay past the runtime timer range does not fire early', async () => {
   cancelFar();
   assert.equal(far, 0);
 });
+
+test('timeouts that ended while the thread was busy fire in deadline order, cancelled ones not at all', async () => {
+  const order: string[] = [];
+  let cancelLater!: () => void;
+  const done = new Promise<void>((resolve) => {
+    startSharedTimeout(30, () => {
+      order.push('long');
+      resolve();
+    });
+  });
+  startSharedTimeout(10, () => {
+    order.push('short');
+    cancelLater();
+  });
+  cancelLater = startSharedTimeout(20, () => order.push('cancelled by short'));
+  // Keep the thread busy past every deadline: all three are due when the timer gets its turn.
+  const busyUntil = performance.now() + 50;
+  while (performance.now() < busyUntil) {
+    // spin
+  }
+  await done;
+  assert.deepEqual(order, ['short', 'long']);
+});
