@@ -105,7 +105,6 @@ test('a delay past the runtime timer range does not fire early', async () => {
 
 test('timeouts that ended while the thread was busy fire in deadline order, cancelled ones not at all', async () => {
   const order: string[] = [];
-  let cancelLater!: () => void;
   const done = new Promise<void>((resolve) => {
     startSharedTimeout(30, () => {
       order.push('long');
@@ -116,7 +115,7 @@ test('timeouts that ended while the thread was busy fire in deadline order, canc
     order.push('short');
     cancelLater();
   });
-  cancelLater = startSharedTimeout(20, () => order.push('cancelled by short'));
+  const cancelLater = startSharedTimeout(20, () => order.push('cancelled by short'));
   // Keep the thread busy past every deadline: all three are due when the timer gets its turn.
   const busyUntil = performance.now() + 50;
   while (performance.now() < busyUntil) {
