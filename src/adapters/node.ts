@@ -25,6 +25,7 @@ import { WebSocket as WsWebSocket, WebSocketServer } from 'ws';
 import { markServerFramedBody, readBoundedBytes } from '../core/bounded-body.ts';
 import { withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { untouchedWholeText } from '../core/whole-text-body.ts';
+import { markTakesDeferredResponses } from '../core/deferred-response.ts';
 import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
 import {
@@ -433,7 +434,10 @@ export async function serveNode(
     fetch: (request, nodeEnv) => {
       const { outgoing } = nodeEnv as { incoming?: IncomingMessage; outgoing?: ServerResponse };
       markFramed(request, nodeEnv as { incoming?: IncomingMessage; outgoing?: ServerResponse });
-      const answer = target.fetch(request, { ...userEnv, ...nodeEnv });
+      // What the target answers comes back through `writtenWhole` and `@hono/node-server`, which
+      // read it through the `Response` interface alone.
+      const env = markTakesDeferredResponses({ ...userEnv, ...nodeEnv });
+      const answer = target.fetch(request, env);
       return outgoing === undefined ? answer : writtenWhole(answer, outgoing);
     },
   }) as Server;

@@ -8,6 +8,8 @@
  * @module
  */
 
+import { deferredTextResponse, takesDeferredResponses } from './deferred-response.ts';
+
 // A private symbol, so no one else can claim a body's text.
 const WHOLE_TEXT = Symbol('svcplane.wholeText');
 
@@ -27,9 +29,16 @@ function remember<T extends BodyCarrier>(message: T, text: string): T {
   return message;
 }
 
-/** A `Response` with `text` as its body, remembering the text for {@link untouchedWholeText}. */
-export function wholeTextResponse(text: string, init: ResponseInit): Response {
-  return remember(new Response(text, init), text);
+/**
+ * A `Response` with `text` as its body, remembering the text for {@link untouchedWholeText}.
+ * For a serving helper whose `env` says it takes deferred responses (see
+ * `deferred-response.ts`), the runtime's response is built only if something reads its body.
+ */
+export function wholeTextResponse(text: string, init: ResponseInit, env?: unknown): Response {
+  const response = takesDeferredResponses(env)
+    ? deferredTextResponse(text, init)
+    : new Response(text, init);
+  return remember(response, text);
 }
 
 /** A `Request` with `text` as its body, remembering the text for {@link untouchedWholeText}. */

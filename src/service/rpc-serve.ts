@@ -460,7 +460,11 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   // That takes Cap'n Web a walk of every table, which the response need not wait for: it runs
   // on the next task, once the runtime has the response to write.
   runOnNextTask(() => transport.end());
-  return wholeTextResponse(body, { headers: { 'Content-Type': 'text/plain; charset=utf-8' } });
+  return wholeTextResponse(
+    body,
+    { headers: { 'Content-Type': 'text/plain; charset=utf-8' } },
+    options.runtime,
+  );
 }
 
 function serveWebSocket(request: Request, options: ServeRpcOptions): Response | Promise<Response> {
