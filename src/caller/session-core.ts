@@ -68,6 +68,52 @@ function sharesDeadline(batch: AuthenticatedSession, endsAt: number | undefined)
   return Math.abs(batch.endsAt - endsAt) <= BATCH_DEADLINE_TOLERANCE_MS;
 }
 
+/**
+ * A call on the bounded path: it settles once, with its answer, when its budget runs out, or
+ * when the session is disposed, and leaves the session's pending set as it does. One object
+ * per call rather than a closure per outcome.
+ */
+class BoundedCall {
+  #settled = false;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  readonly #resolve: (value: unknown) => void;
+  readonly #reject: (error: unknown) => void;
+  readonly #pending: Set<BoundedCall>;
+
+  constructor(
+    resolve: (value: unknown) => void,
+    reject: (error: unknown) => void,
+    pending: Set<BoundedCall>,
+  ) {
+    this.#resolve = resolve;
+    this.#reject = reject;
+    this.#pending = pending;
+    pending.add(this);
+  }
+
+  /** Fails the call with `error()` after `ms` unless it settled first. */
+  failAfter(ms: number, error: () => unknown): void {
+    this.#timer = setTimeout(() => this.fail(error()), ms);
+  }
+
+  succeed(value: unknown): void {
+    if (this.#settle()) this.#resolve(value);
+  }
+
+  fail(error: unknown): void {
+    if (this.#settle()) this.#reject(error);
+  }
+
+  /** Whether this is the call's first outcome; the others are ignored. */
+  #settle(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#pending.delete(this);
+    return true;
+  }
+}
+
 /** The state behind one session proxy. */
 export class AbilitySessionCore {
   readonly #options: AbilitySessionOptions;
@@ -78,7 +124,7 @@ export class AbilitySessionCore {
   readonly #openBatches = new Set<AuthenticatedSession>();
   /** Finished batches whose connection stays open for a stream still being read. */
   readonly #finishing = new Set<OpenedRpcSession>();
-  readonly #pending = new Set<(error: unknown) => void>();
+  readonly #pending = new Set<BoundedCall>();
 
   constructor(options: AbilitySessionOptions) {
     this.#options = options;
@@ -119,26 +165,13 @@ export class AbilitySessionCore {
     if (budget === 0) return Promise.reject(budgetExceeded(this.#options, method));
     const startedAt = Date.now();
     return new Promise((resolve, reject) => {
-      let settled = false;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const settle = (finish: () => void) => {
-        if (settled) return;
-        settled = true;
-        if (timer !== undefined) clearTimeout(timer);
-        this.#pending.delete(onDispose);
-        finish();
-      };
-      const onDispose = (error: unknown) => settle(() => reject(error));
-      this.#pending.add(onDispose);
+      const call = new BoundedCall(resolve, reject, this.#pending);
       if (budget !== undefined) {
-        timer = setTimeout(
-          () => settle(() => reject(budgetExceeded(this.#options, method))),
-          callerWaitMs(budget),
-        );
+        call.failAfter(callerWaitMs(budget), () => budgetExceeded(this.#options, method));
       }
       this.#invoke(method, input, startedAt).then(
-        (value) => settle(() => resolve(value)),
-        (error) => settle(() => reject(error)),
+        (value) => call.succeed(value),
+        (error) => call.fail(error),
       );
     });
   }
@@ -150,7 +183,7 @@ export class AbilitySessionCore {
       `Ability session for ${this.#options.abilityId} is disposed`,
       { reason: 'session_disposed' },
     );
-    for (const reject of this.#pending) reject(this.#disposed);
+    for (const call of this.#pending) call.fail(this.#disposed);
     this.#pending.clear();
     this.#credentials.dispose(this.#disposed);
     this.#session?.opened.close();

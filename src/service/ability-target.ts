@@ -318,19 +318,17 @@ function guardedOutput(
  * answers so, else once its promise settles.
  */
 function guardedItem(plan: MethodPlan, call: AbilityCallContext, item: unknown): ValidatedItem {
-  const guarded = (error: unknown) =>
-    callerFacingFailure(error, plan.ability, plan.methodName, call);
   try {
     const checked = checkedOutput(plan, item);
     // Read here, inside the guard: reading the value's `then` runs the handler's code.
     if (!isThenable(checked)) return { now: checked };
     return {
       later: Promise.resolve(checked).catch((error: unknown) => {
-        throw guarded(error);
+        throw callerFacingFailure(error, plan.ability, plan.methodName, call);
       }),
     };
   } catch (error) {
-    throw guarded(error);
+    throw callerFacingFailure(error, plan.ability, plan.methodName, call);
   }
 }
 

@@ -234,11 +234,14 @@ interface SessionAbortWatch {
   connectionEnded(): boolean;
 }
 
+/** A session's transport before it tells of its own failures: it has none. */
+const neverFailed = (): boolean => false;
+
 function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
   let reported = false;
   let abortReason: unknown;
-  let isTransportFailure: (error: unknown) => boolean = () => false;
-  let transportFailed: () => boolean = () => false;
+  let isTransportFailure: (error: unknown) => boolean = neverFailed;
+  let transportFailed: () => boolean = neverFailed;
   return {
     aborted(reason) {
       if (reported) return;
@@ -252,12 +255,16 @@ function watchSessionAbort(options: ServeRpcOptions): SessionAbortWatch {
     },
     // Cap'n Web aborts a session whose connection ended with that failure as the reason, and
     // serialises it like any error: it is the session's end, never a handler failure.
-    isAbortReason: (error) => (reported && error === abortReason) || isTransportFailure(error),
+    isAbortReason(error) {
+      return (reported && error === abortReason) || isTransportFailure(error);
+    },
     endsWith(predicate, failed) {
       isTransportFailure = predicate;
       transportFailed = failed;
     },
-    connectionEnded: () => transportFailed(),
+    connectionEnded() {
+      return transportFailed();
+    },
   };
 }
 

@@ -217,12 +217,14 @@ export function createService(options: ServiceOptions): SvcService {
         requestId,
         // The backstop behind the wrapper: what reaches it is a failure the handler caused
         // (an output Cap'n Web cannot send) or one of Cap'n Web's own, replaced all the same.
-        onErrorReplaced: (error) => emit(c, errorWithheldEvent(requestId, ability.id, error)),
+        onErrorReplaced(error) {
+          emit(c, errorWithheldEvent(requestId, ability.id, error));
+        },
         // A session ended by what its caller sent: no handler failed, but the RPC request did
         // (an HTTP batch still answers 200, carrying the abort).
         // Over HTTP-batch the abort is known before the response leaves, and becomes the
         // request's one outcome event; a WebSocket session ends long after its upgrade did.
-        onSessionAborted: (reason) => {
+        onSessionAborted(reason) {
           const fields = { ability: ability.id, ...sessionAbortLogFields(reason) };
           if (c.get(OUTCOME_REPORTED_VARIABLE as never) !== true) {
             c.set(SESSION_ABORT_VARIABLE as never, fields as never);
@@ -230,7 +232,7 @@ export function createService(options: ServiceOptions): SvcService {
           }
           emit(c, { event: 'svc.request.failed', level: 'warn', requestId, ...fields });
         },
-        createMain: (meta) => {
+        createMain(meta) {
           const gateway: GatewayContext = {
             ability,
             service: resolved,
@@ -238,7 +240,9 @@ export function createService(options: ServiceOptions): SvcService {
             metadata,
             requestId,
             context: c,
-            log: (event) => emit(c, event),
+            log(event) {
+              emit(c, event);
+            },
           };
           if (budgetMs !== undefined) gateway.callerDeadlineEndsAt = arrivedAt + budgetMs;
           if (meta.authenticated !== undefined) gateway.onAuthenticated = meta.authenticated;

@@ -202,8 +202,12 @@ export function cloudflareNativeRpc(binding: NativeAbilityBinding): RpcTransport
       });
       return {
         main,
-        acceptsCalls: () => !closed && !sealed,
-        onBroken: (callback) => local.onBroken(callback),
+        acceptsCalls() {
+          return !closed && !sealed;
+        },
+        onBroken(callback) {
+          local.onBroken(callback);
+        },
         // After `finish`, `close` still ends a connection kept open for a stream.
         close() {
           local.close();

@@ -254,7 +254,9 @@ function openBatch(send: BatchSend, abortable: boolean): OpenedRpcSession {
   let closed = false;
   return {
     main,
-    acceptsCalls: () => !closed && transport.collecting,
+    acceptsCalls() {
+      return !closed && transport.collecting;
+    },
     close() {
       if (closed) return;
       closed = true;

@@ -93,8 +93,12 @@ export function openSessionOver(
   let closed = false;
   return {
     main,
-    acceptsCalls: () => !closed,
-    onBroken: (callback) => main.onRpcBroken(callback),
+    acceptsCalls() {
+      return !closed;
+    },
+    onBroken(callback) {
+      main.onRpcBroken(callback);
+    },
     close() {
       if (closed) return;
       closed = true;
