@@ -75,18 +75,20 @@ export function markServerFramedBody(message: FramedBody, abandon: () => void): 
   }
 }
 
-/**
- * The declared length, when the header holds one within `maxBytes` and no transfer coding
- * frames the body instead.
- */
-function declaredWithin(message: BodyWithHeaders, maxBytes: number): number | undefined {
+/** The length `Content-Length` declares, when it holds one (digits only). */
+function declaredLength(message: BodyWithHeaders): number | undefined {
   const declared = message.headers.get('content-length');
-  if (declared === null || !/^[0-9]+$/.test(declared)) return undefined;
-  if (message.headers.has('transfer-encoding')) return undefined;
+  return declared !== null && /^[0-9]+$/.test(declared) ? Number(declared) : undefined;
+}
+
+/**
+ * Whether the declared length frames the body as it will be read: no transfer coding frames it
+ * instead, and no content coding makes the decoded body longer.
+ */
+function framedByDeclaredLength(message: BodyWithHeaders): boolean {
+  if (message.headers.has('transfer-encoding')) return false;
   const coding = message.headers.get('content-encoding');
-  if (coding !== null && coding.trim().toLowerCase() !== 'identity') return undefined;
-  const length = Number(declared);
-  return length <= maxBytes ? length : undefined;
+  return coding === null || coding.trim().toLowerCase() === 'identity';
 }
 
 /** Reads a server-framed body whole; past `timeoutMs`, abandons it and throws. */
@@ -119,11 +121,6 @@ async function readFramed(
   }
   // The parser frames by the declared length; a body longer than the limit anyway is refused.
   return buffer.byteLength > maxBytes ? undefined : new Uint8Array(buffer);
-}
-
-function declaresMoreThan(message: BodyWithHeaders, maxBytes: number): boolean {
-  const declared = message.headers.get('content-length');
-  return declared !== null && /^[0-9]+$/.test(declared) && Number(declared) > maxBytes;
 }
 
 function cancelQuietly(stream: { cancel(): Promise<void> }): void {
@@ -163,12 +160,13 @@ export async function readBoundedBytes(
   maxBytes: number,
   options: BoundedReadOptions = {},
 ): Promise<Uint8Array | undefined> {
-  if (declaresMoreThan(message, maxBytes)) {
+  const declared = declaredLength(message);
+  if (declared !== undefined && declared > maxBytes) {
     discardBody(message);
     return undefined;
   }
   const abandon = abandonOfServerFramed(message);
-  if (abandon !== undefined && declaredWithin(message, maxBytes) !== undefined) {
+  if (abandon !== undefined && declared !== undefined && framedByDeclaredLength(message)) {
     return readFramed(message as unknown as FramedBody, abandon, maxBytes, options.timeoutMs);
   }
   if (message.body === null) return new Uint8Array(0);

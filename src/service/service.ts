@@ -153,7 +153,10 @@ export function createService(options: ServiceOptions): SvcService {
     begin: beginLogEventCollection,
     requestIdOf(c) {
       const incoming = acceptRequestId(c.req.header(SVC_REQUEST_ID_HEADER)) ??
-        acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM));
+        // Only a URL with a query can carry one there: most requests need not parse it.
+        (c.req.url.includes('?')
+          ? acceptRequestId(c.req.query(SVC_REQUEST_ID_QUERY_PARAM))
+          : undefined);
       // Only a custom generator's output needs checking; the default one is well formed.
       return incoming ??
         (generateId === generateRequestId
