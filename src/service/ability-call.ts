@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { ResourceOutputs } from './resource-outputs.ts';
 import type { Context } from 'hono';
 import type { ConnInfo } from '../core/conn-info.ts';
 import { SvcTimeoutError } from '../core/errors.ts';
@@ -42,6 +43,12 @@ export interface AbilityCallContext {
   serviceMethodCeilingMs?: number | false;
   /** Receives `svc.ability.handler_failed`; must not throw (a throw is ignored). */
   log(event: SvcLogEvent): void;
+  /**
+   * Set for a session that ends only if it must (an HTTP batch): marked once an output holds
+   * more than plain data (a function, a target, a stub, a stream), which only ending the
+   * session disposes.
+   */
+  resourceOutputs?: ResourceOutputs;
 }
 
 /**

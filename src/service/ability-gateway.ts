@@ -20,6 +20,8 @@ import type { AbilityCallContext } from './ability-call.ts';
 import { createAbilityTarget } from './ability-target.ts';
 import type { InboundRpcMetadata } from './inbound-metadata.ts';
 import { verifyCapabilityProof } from './proof-verify.ts';
+import { ResourceOutputs } from './resource-outputs.ts';
+import { BATCH_SESSION_DISPOSES_NOTHING } from './rpc-serve.ts';
 import { confirmedIdentityOf, verifiedIdentityOf } from './verified-identity.ts';
 import { warnOfVerificationTrouble } from './verification-warnings.ts';
 import type { ResolvedServiceOptions } from './service-options.ts';
@@ -80,10 +82,22 @@ function verifyOptionsOf(service: ResolvedServiceOptions): VerifyCapabilityToken
 /** The RPC main object: `authenticate(token, proof?)` and nothing else. */
 export class AbilityGateway extends RpcTarget {
   #context: GatewayContext;
+  /** On an HTTP batch: whether an output held more than plain data. */
+  #resourceOutputs: ResourceOutputs | undefined;
 
   constructor(context: GatewayContext) {
     super();
     this.#context = context;
+    if (context.transport === 'http-batch') this.#resourceOutputs = new ResourceOutputs();
+  }
+
+  /**
+   * Whether this batch's session has nothing to dispose: it exported this gateway and its
+   * ability stubs (neither holds a resource) and outputs that were all plain data, none still
+   * to come. A symbol member: no peer can call it.
+   */
+  [BATCH_SESSION_DISPOSES_NOTHING](): boolean {
+    return this.#resourceOutputs?.allPlainData() === true;
   }
 
   /**
@@ -93,6 +107,12 @@ export class AbilityGateway extends RpcTarget {
    * without a promise, so the calls pipelined on it in the same batch run without waiting.
    */
   authenticate(token: unknown, proof?: unknown): RpcTarget | Promise<RpcTarget> {
+    const target = this.#authenticated(token, proof);
+    // A stub still to come may carry calls whose outputs are not known yet.
+    return this.#resourceOutputs === undefined ? target : this.#resourceOutputs.counted(target);
+  }
+
+  #authenticated(token: unknown, proof: unknown): RpcTarget | Promise<RpcTarget> {
     const verifyOptions = verifyOptionsOf(this.#context.service);
     let claims: CapabilityTokenClaims | undefined;
     try {
@@ -168,6 +188,7 @@ export class AbilityGateway extends RpcTarget {
       log: this.#context.log,
     };
     if (connInfo !== undefined) call.connInfo = connInfo;
+    if (this.#resourceOutputs !== undefined) call.resourceOutputs = this.#resourceOutputs;
     if (metadata.idempotencyKey !== undefined) call.idempotencyKey = metadata.idempotencyKey;
     if (this.#context.requestId !== undefined) call.requestId = this.#context.requestId;
     // A session transport outlives its authentication: each call checks again that the token

@@ -304,13 +304,21 @@ function guardedOutput(
 ): unknown {
   try {
     const checked = checkedOutput(plan, output);
-    if (!isThenable(checked)) return checked;
-    return Promise.resolve(checked).catch((error: unknown) => {
-      throw handlerFailure(error, plan, call, deadline);
-    });
+    if (!isThenable(checked)) return withResourcesNoted(call, checked);
+    return Promise.resolve(checked).then(
+      (value) => withResourcesNoted(call, value),
+      (error: unknown) => {
+        throw handlerFailure(error, plan, call, deadline);
+      },
+    );
   } catch (error) {
     throw handlerFailure(error, plan, call, deadline);
   }
+}
+
+/** `output`, noted on the session's record of outputs when it keeps one. */
+function withResourcesNoted(call: AbilityCallContext, output: unknown): unknown {
+  return call.resourceOutputs === undefined ? output : call.resourceOutputs.noted(output);
 }
 
 /**
@@ -413,7 +421,9 @@ function callAuthorized(plan: MethodPlan, call: SessionCallContext, args: unknow
   // Before anything else runs: a refused caller never reaches validation or a handler.
   assertScopes(call.grantedScopes, plan.requiredScopes, label);
   refuseSpentCallerBudget(call, label);
-  return method.stream ? openStream(plan, call, args) : runUnary(plan, call, args);
+  if (method.stream) return openStream(plan, call, args);
+  const outcome = runUnary(plan, call, args);
+  return call.resourceOutputs === undefined ? outcome : call.resourceOutputs.counted(outcome);
 }
 
 function targetClassFor(ability: AnyAbility): TargetClass {

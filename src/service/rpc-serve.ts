@@ -100,6 +100,29 @@ export interface ServeRpcOptions {
   onSessionAborted?(reason: unknown): void;
 }
 
+/**
+ * The member by which a batch's main object may say, once the batch is answered, that its
+ * session has nothing to dispose (a method returning `true`): the session is then left to the
+ * garbage collector instead of being ended, which costs Cap'n Web a walk of every table per
+ * batch. Any other main's session is ended, disposing what it exported.
+ */
+export const BATCH_SESSION_DISPOSES_NOTHING: unique symbol = Symbol(
+  'svcplane.batchSessionDisposesNothing',
+);
+
+/** Whether `main` says its answered batch session has nothing to dispose; a throw says no. */
+function disposesNothing(main: RpcTarget): boolean {
+  const says = (main as { [BATCH_SESSION_DISPOSES_NOTHING]?: unknown })[
+    BATCH_SESSION_DISPOSES_NOTHING
+  ];
+  if (typeof says !== 'function') return false;
+  try {
+    return says.call(main) === true;
+  } catch {
+    return false;
+  }
+}
+
 /** Default largest HTTP-batch body: 4 MiB. */
 export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024;
 
@@ -465,8 +488,9 @@ async function serveHttpBatch(request: Request, options: ServeRpcOptions): Promi
   const body = transport.takeBody();
   // Ending the session disposes what it exported (nothing can reach it after the response).
   // That takes Cap'n Web a walk of every table, which the response need not wait for: it runs
-  // on the next task, once the runtime has the response to write.
-  runOnNextTask(() => transport.end());
+  // on the next task, once the runtime has the response to write; and not at all when the
+  // main knows there is nothing to dispose (no reference to the session outlives the answer).
+  if (!disposesNothing(main)) runOnNextTask(() => transport.end());
   return wholeTextResponse(
     body,
     { headers: { 'Content-Type': 'text/plain; charset=utf-8' } },

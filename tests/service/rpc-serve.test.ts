@@ -4,6 +4,7 @@ import { RpcTarget } from 'capnweb';
 import { AbilityHandlerError, SvcConfigurationError, svcErrorInfo } from '../../src/core/errors.ts';
 import { disposeAbilitySession } from '../../src/caller/ability-session.ts';
 import {
+  BATCH_SESSION_DISPOSES_NOTHING,
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_SESSION_ENTRIES,
   serveRpc,
@@ -125,6 +126,43 @@ test('batches served one after another with no task in between still end their s
   }
   // The sessions waiting for the next task are bounded; all the others have ended.
   assert.ok(disposed >= batches - MAX_QUEUED_WORK, `${disposed} of ${batches} ended`);
+});
+
+test('a main that says its answered session has nothing to dispose is left to the collector', async () => {
+  const disposed: string[] = [];
+  const says = new Map<string, () => unknown>([
+    ['nothing', () => true],
+    ['something', () => false],
+    ['a non-boolean', () => 'yes'],
+    ['a throw', () => {
+      throw new Error('cannot tell');
+    }],
+  ]);
+  for (const [name, answer] of says) {
+    class Main extends RpcTarget {
+      ping(): string {
+        return 'pong';
+      }
+      [BATCH_SESSION_DISPOSES_NOTHING](): unknown {
+        return answer();
+      }
+      [Symbol.dispose](): void {
+        disposed.push(name);
+      }
+    }
+    const response = await serveRpc(
+      post('["push",["pipeline",0,["ping"],[]]]\n["pull",1]'),
+      { transports: ['http-batch'], createMain: () => new Main() },
+    );
+    assert.match(await response.text(), /"pong"/);
+  }
+  for (let turn = 0; turn < 20 && disposed.length < 3; turn++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  // One more turn: a session wrongly ended with the others would be disposed by now too.
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  // Only a main answering exactly `true` keeps its session from being ended.
+  assert.deepEqual(disposed.sort(), ['a non-boolean', 'a throw', 'something']);
 });
 
 test('GET without an upgrade is 405 with an Allow header and a problem body', async () => {
