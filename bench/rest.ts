@@ -176,7 +176,15 @@ async function heapProbe(): Promise<(() => number) | undefined> {
       return runtime.process!.memoryUsage().heapUsed;
     };
   }
-  if (runtime.Deno !== undefined) return () => runtime.Deno!.memoryUsage().heapUsed;
+  if (runtime.Deno !== undefined) {
+    // Deno exposes a collection only when run with `--v8-flags=--expose-gc`.
+    const deno = runtime.Deno;
+    const collect = runtime.gc;
+    return () => {
+      collect?.();
+      return deno.memoryUsage().heapUsed;
+    };
+  }
   if (runtime.process === undefined) return undefined;
   let collect = runtime.gc;
   if (collect === undefined) {
