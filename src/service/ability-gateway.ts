@@ -112,6 +112,7 @@ export class AbilityGateway extends RpcTarget {
     return this.#resourceOutputs === undefined ? target : this.#resourceOutputs.counted(target);
   }
 
+  /** The ability stub for `token`: at once for a token verified before, else a promise. */
   #authenticated(token: unknown, proof: unknown): RpcTarget | Promise<RpcTarget> {
     const verifyOptions = verifyOptionsOf(this.#context.service);
     let claims: CapabilityTokenClaims | undefined;
