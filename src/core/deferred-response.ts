@@ -48,6 +48,7 @@ function* responseMembers(): Generator<[string, PropertyDescriptor]> {
 class DeferredTextResponse {
   #text: string;
   #status: number;
+  #statusText: string | undefined;
   #headersInit: HeadersInit | undefined;
   #headers: Headers | undefined;
   #built: Response | undefined;
@@ -55,6 +56,7 @@ class DeferredTextResponse {
   constructor(text: string, init: ResponseInit) {
     this.#text = text;
     this.#status = init.status ?? 200;
+    this.#statusText = init.statusText;
     this.#headersInit = init.headers;
   }
 
@@ -82,6 +84,7 @@ class DeferredTextResponse {
   #build(): Response {
     return this.#built ??= new Response(this.#text, {
       status: this.#status,
+      ...(this.#statusText !== undefined ? { statusText: this.#statusText } : {}),
       headers: this.#headers ?? this.#headersInit,
     });
   }

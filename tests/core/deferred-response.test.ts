@@ -56,11 +56,13 @@ test('headers changed before the body is read are the built response headers', a
   assert.equal(response.status, 201);
 });
 
-test('a non-2xx deferred response is not ok', () => {
+test('a non-2xx deferred response is not ok, and keeps the status text it was given', () => {
   const response = deferredTextResponse('no', { status: 503, headers: {} });
   assert.equal(response.status, 503);
   assert.equal(response.ok, false);
   assert.equal(response.statusText, new Response('no', { status: 503 }).statusText);
+  const named = deferredTextResponse('no', { status: 503, statusText: 'Resting', headers: {} });
+  assert.equal(named.statusText, 'Resting');
 });
 
 test('only an env marked by a serving helper takes deferred responses', () => {
