@@ -15,6 +15,9 @@ import { createTestTokenIssuer } from '../../src/testing/test-token-issuer.ts';
 
 const disposed: string[] = [];
 
+/** Holds `slowLease` until the test lets it answer: the batch is answered before it does. */
+let letSlowLeaseAnswer: () => void = () => {};
+
 class Lease extends RpcTarget {
   constructor(readonly name: string) {
     super();
@@ -37,7 +40,7 @@ const ability = defineAbility({
     plain: () => ({ ok: true }),
     lease: ({ name }: { name: string }) => ({ lease: new Lease(name) }),
     slowLease: async ({ name }: { name: string }) => {
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise<void>((resolve) => (letSlowLeaseAnswer = resolve));
       return { lease: new Lease(name) };
     },
   }),
@@ -70,7 +73,8 @@ function batch(token: string, method: string, input: unknown, pull: boolean): Re
 }
 
 async function disposedWithin(name: string): Promise<boolean> {
-  for (let turn = 0; turn < 40 && !disposed.includes(name); turn++) {
+  // Counted in turns, ended as soon as it is disposed: generous for a loaded machine.
+  for (let turn = 0; turn < 200 && !disposed.includes(name); turn++) {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   return disposed.includes(name);
@@ -91,7 +95,9 @@ test('a target from a call never pulled, answered after the batch, is disposed t
   const response = await service.fetch(batch(token, 'slowLease', { name: 'unpulled' }, false));
   assert.equal(response.status, 200);
   await response.text();
+  await new Promise((resolve) => setTimeout(resolve, 5));
   assert.equal(disposed.includes('unpulled'), false, 'its handler has not answered yet');
+  letSlowLeaseAnswer();
   assert.equal(await disposedWithin('unpulled'), true);
 });
 

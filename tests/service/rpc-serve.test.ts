@@ -156,7 +156,7 @@ test('a main that says its answered session has nothing to dispose is left to th
     );
     assert.match(await response.text(), /"pong"/);
   }
-  for (let turn = 0; turn < 20 && disposed.length < 3; turn++) {
+  for (let turn = 0; turn < 200 && disposed.length < 3; turn++) {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   // One more turn: a session wrongly ended with the others would be disposed by now too.
