@@ -10,7 +10,7 @@
  */
 import { discardBody, markServerFramedBody } from '../core/bounded-body.ts';
 import { problemResponse } from '../core/problem.ts';
-import { SVC_WEBSOCKET_UPGRADER, type WebSocketUpgrader } from '../service/websocket-upgrade.ts';
+import { type WebSocketUpgrader, withWebSocketUpgrader } from '../service/websocket-upgrade.ts';
 import { SERVER_CLOSING } from './websocket-close-grace.ts';
 import { refuseOversizedMessages } from './websocket-message-limit.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
@@ -195,15 +195,11 @@ export async function serveDeno(
   const server = await listeningServer(
     { port, hostname, signal: closing.signal },
     (request, info) => {
-      // Built in one go, the upgrader included (no second copy to add it). The address
-      // is read now: Deno closes the request's connection details once it is answered or
-      // upgraded.
-      const env = {
-        ...userEnv,
-        info,
-        remoteAddr: info.remoteAddr,
-        [SVC_WEBSOCKET_UPGRADER]: upgrader,
-      };
+      // Read now: Deno closes the request's connection details once it is answered or upgraded.
+      const env = withWebSocketUpgrader(
+        { ...userEnv, info, remoteAddr: info.remoteAddr },
+        upgrader,
+      );
       // Deno's HTTP server frames a body by its declared length: a bounded read takes it whole
       // (through its stream, each chunk is a separate trip to the runtime). A read that gives up
       // cancels the body; the answer's `Connection: close` ends the connection.
