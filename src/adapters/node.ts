@@ -28,6 +28,7 @@ import { untouchedWholeText } from '../core/whole-text-body.ts';
 import { markTakesDeferredResponses } from '../core/deferred-response.ts';
 import { SERVER_CLOSING, settledWithin } from './websocket-close-grace.ts';
 import { wsWebSocketFactory } from './ws-client.ts';
+import { coalesceFramesPerTurn } from './ws-frame-coalescing.ts';
 import {
   checkFetchTarget,
   deferredWebSocketUpgrade,
@@ -245,6 +246,7 @@ async function handleUpgrade(
   context.handshakeHeaders.set(incoming, response.headers);
   context.wss.handleUpgrade(incoming, socket, head, (ws) => {
     context.handshaking.delete(socket);
+    coalesceFramesPerTurn(ws, socket);
     accept(ws as unknown as WebSocket);
   });
 }

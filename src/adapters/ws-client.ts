@@ -13,6 +13,7 @@ import { WebSocket as WsWebSocket } from 'ws';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { SvcConfigurationError } from '../core/errors.ts';
 import { MAX_WEBSOCKET_PAYLOAD_BYTES } from './serve-target.ts';
+import { coalesceFramesPerTurn } from './ws-frame-coalescing.ts';
 
 /** Options of {@link wsWebSocketFactory}. */
 export interface WsWebSocketFactoryOptions {
@@ -58,7 +59,8 @@ function checkFactoryOptions(options: unknown): WsWebSocketFactoryOptions {
 
 /**
  * A WebSocket factory for callers (`websocketRpc(url, { createWebSocket })`) backed by the
- * `ws` client, with Nagle's algorithm off. It installs no global: the RPC transport compares
+ * `ws` client, with Nagle's algorithm off and the frames sent in one turn of the event loop
+ * written together (see `ws-frame-coalescing.ts`). It installs no global: the RPC transport compares
  * ready states with the numeric values the WebSocket standard fixes, so it never reads
  * `WebSocket.CONNECTING` from a global. Invalid options throw `SvcConfigurationError` here,
  * not at the first connection.
@@ -67,5 +69,10 @@ export function wsWebSocketFactory(
   options: WsWebSocketFactoryOptions = {},
 ): (url: string) => WebSocket {
   const maxPayload = checkedMaxPayload(checkFactoryOptions(options).maxPayload);
-  return (url: string) => new WsWebSocket(url, { maxPayload }) as unknown as WebSocket;
+  return (url: string) => {
+    const socket = new WsWebSocket(url, { maxPayload });
+    // `upgrade` comes before `open`, with the connection every frame is written to.
+    socket.once('upgrade', (response) => coalesceFramesPerTurn(socket, response.socket));
+    return socket as unknown as WebSocket;
+  };
 }
