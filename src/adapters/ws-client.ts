@@ -60,8 +60,8 @@ function checkFactoryOptions(options: unknown): WsWebSocketFactoryOptions {
 /**
  * A WebSocket factory for callers (`websocketRpc(url, { createWebSocket })`) backed by the
  * `ws` client, with Nagle's algorithm off and the frames sent in one turn of the event loop
- * written together (see `frame-coalescing.ts`). It installs no global: the RPC transport compares
- * ready states with the numeric values the WebSocket standard fixes, so it never reads
+ * written together (see `ws-frame-coalescing.ts`). It installs no global: the RPC transport
+ * compares ready states with the numeric values the WebSocket standard fixes, so it never reads
  * `WebSocket.CONNECTING` from a global. Invalid options throw `SvcConfigurationError` here,
  * not at the first connection.
  */

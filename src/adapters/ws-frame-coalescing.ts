@@ -8,7 +8,8 @@
  * which on a loopback connection costs as much as the rest of the call's work. Holding the
  * connection's writes (`cork`) from a turn's first frame until the turn's I/O callbacks and
  * microtasks have run (the next macrotask), then releasing them (`uncork`), sends the same
- * frames, in the same order, in one write. No frame waits for anything but the turn it was sent in.
+ * frames, in the same order, in one write. No frame waits for anything but the turn it was sent
+ * in.
  *
  * @module
  */
