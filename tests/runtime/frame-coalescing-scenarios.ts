@@ -77,6 +77,30 @@ async function opened(socket: WebSocket): Promise<void> {
 }
 
 /**
+ * A server from `serve` accepting every upgrade, a client from `createWebSocket` (handed to
+ * `beforeOpen` first), both open, and the server's end of the connection.
+ */
+async function openedPair(
+  serve: Serve,
+  createWebSocket: (url: string) => WebSocket,
+  beforeOpen?: (client: WebSocket) => void,
+) {
+  const sockets = socketQueue();
+  const server = await serve(acceptingTarget(sockets.accept));
+  const client = createWebSocket(server.url.replace('http', 'ws'));
+  beforeOpen?.(client);
+  try {
+    await opened(client);
+    const serverSocket = await within(sockets.next(), 10_000, 'server socket');
+    return { server, client, serverSocket };
+  } catch (error) {
+    client.close();
+    await server.close();
+    throw error;
+  }
+}
+
+/**
  * A client from `createWebSocket` (the adapter's `ws` factory): three frames sent in one turn
  * leave in one write after the turn, and the server receives them in order; a frame of
  * {@link MAX_HELD_FRAME_BYTES} or more is written without waiting for the turn to end.
@@ -85,17 +109,14 @@ export async function clientFramesOfOneTurnLeaveInOneWrite(
   serve: Serve,
   createWebSocket: (url: string) => WebSocket,
 ): Promise<void> {
-  const sockets = socketQueue();
-  const server = await serve(acceptingTarget(sockets.accept));
-  const client = createWebSocket(server.url.replace('http', 'ws'));
   let writes: (() => number) | undefined;
-  (client as unknown as { once(event: string, listener: (response: unknown) => void): void })
-    .once('upgrade', (response) => {
-      writes = countWrites((response as { socket: WriteCounting }).socket);
-    });
+  const { server, client, serverSocket } = await openedPair(serve, createWebSocket, (client) => {
+    (client as unknown as { once(event: string, listener: (response: unknown) => void): void })
+      .once('upgrade', (response) => {
+        writes = countWrites((response as { socket: WriteCounting }).socket);
+      });
+  });
   try {
-    await opened(client);
-    const serverSocket = await within(sockets.next(), 10_000, 'server socket');
     const received = receivedBy(serverSocket);
     assert.ok(writes !== undefined, 'the upgrade response carries the connection');
     const before = writes();
@@ -129,13 +150,9 @@ export async function serverFramesOfOneTurnLeaveInOneWrite(
   serve: Serve,
   createWebSocket: (url: string) => WebSocket,
 ): Promise<void> {
-  const sockets = socketQueue();
-  const server = await serve(acceptingTarget(sockets.accept));
-  const client = createWebSocket(server.url.replace('http', 'ws'));
-  const received = receivedBy(client);
+  const { server, client, serverSocket } = await openedPair(serve, createWebSocket);
   try {
-    await opened(client);
-    const serverSocket = await within(sockets.next(), 10_000, 'server socket');
+    const received = receivedBy(client);
     // The connection under the server's `ws` socket (a private member of `ws`).
     const connection = (serverSocket as unknown as { _socket: WriteCounting })._socket;
     const writes = countWrites(connection);
