@@ -51,17 +51,26 @@ export function coalesceFramesPerTurn(socket: FrameSender, connection: unknown):
   if (!isCorkable(connection) || typeof socket.send !== 'function') return false;
   const send = socket.send;
   let holding = false;
+  // One release per turn, however often a large turn releases early and holds again.
+  let releaseScheduled = false;
   const release = () => {
     if (!holding) return;
     holding = false;
     connection.uncork();
+  };
+  const releaseAtTurnEnd = () => {
+    releaseScheduled = false;
+    release();
   };
   // An own property shadows the class's method for this socket alone.
   socket.send = function (this: FrameSender, ...args: unknown[]): void {
     if (!holding) {
       holding = true;
       connection.cork();
-      nextMacrotask().then(release);
+      if (!releaseScheduled) {
+        releaseScheduled = true;
+        nextMacrotask().then(releaseAtTurnEnd);
+      }
     }
     try {
       send.apply(this, args);
