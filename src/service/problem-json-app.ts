@@ -73,6 +73,38 @@ function setResponseRequestId(response: Response, requestId: string): void {
   }
 }
 
+/** A request's id, and when it started (0 when nothing reads it). */
+interface StartedRequest {
+  readonly requestId: string;
+  readonly startedAt: number;
+}
+
+/** Starts one request: `begin`, then its id; returns the id and when it started. */
+function startRequest(c: Context, options: RequestIdAndProblemJsonOptions): StartedRequest {
+  options.begin?.(c);
+  const requestId = options.requestIdOf(c);
+  c.set(REQUEST_ID_VARIABLE as never, requestId as never);
+  // Only an app that reports request durations reads the clock.
+  const startedAt = options.end === undefined ? 0 : Date.now();
+  return { requestId, startedAt };
+}
+
+/** Answers a throw below the request-id step with problem+json, remembering what was thrown. */
+function answerThrowInRequest(c: Context, error: unknown, requestId: string): void {
+  c.set(THROWN_VARIABLE as never, error as never);
+  c.res = answerToThrow(error, requestId);
+}
+
+/** Finishes one request whose response is final: the id echoed, `end` told. */
+function finishRequest(
+  c: Context,
+  options: RequestIdAndProblemJsonOptions,
+  started: StartedRequest,
+): void {
+  setResponseRequestId(c.res, started.requestId);
+  options.end?.(c, started.requestId, started.startedAt, c.get(THROWN_VARIABLE as never));
+}
+
 /**
  * Runs `handle` for one request between choosing its id and finishing its response: a throw
  * becomes problem+json, the id is echoed in `X-Request-Id`, and `options.end` hears of it.
@@ -82,19 +114,13 @@ async function withRequestId(
   options: RequestIdAndProblemJsonOptions,
   handle: () => Promise<void>,
 ): Promise<void> {
-  options.begin?.(c);
-  const requestId = options.requestIdOf(c);
-  c.set(REQUEST_ID_VARIABLE as never, requestId as never);
-  // Only an app that reports request durations reads the clock.
-  const startedAt = options.end === undefined ? 0 : Date.now();
+  const started = startRequest(c, options);
   try {
     await handle();
   } catch (error) {
-    c.set(THROWN_VARIABLE as never, error as never);
-    c.res = answerToThrow(error, requestId);
+    answerThrowInRequest(c, error, started.requestId);
   }
-  setResponseRequestId(c.res, requestId);
-  options.end?.(c, requestId, startedAt, c.get(THROWN_VARIABLE as never));
+  finishRequest(c, options, started);
 }
 
 /** The answer to a throw the request-id middleware did not catch (its own, or Hono's). */
@@ -141,7 +167,7 @@ export type RouteHandler = (c: Context) => Response | Promise<Response>;
  * (which cost a service a few microseconds per request on every runtime). The handler gets a
  * Hono context of its own for `path` (no path parameters), holding `env` and `executionCtx`.
  */
-export async function serveRouteDirectly(
+export function serveRouteDirectly(
   request: Request,
   env: unknown,
   executionCtx: unknown,
@@ -156,12 +182,58 @@ export async function serveRouteDirectly(
     // As the router reports a route without parameters: `c.req.param()` answers `{}`.
     matchResult: [[[handler, {}]]] as never,
   });
+  // The steps of `withRequestId` as one promise chain rather than three nested async
+  // functions: each async layer costs a request a promise and a suspended frame more.
+  let started: StartedRequest;
+  let answered: Response | Promise<Response>;
   try {
-    await withRequestId(c, options, async () => {
-      c.res = await handler(c);
-    });
+    started = startRequest(c, options);
   } catch (error) {
     // What escapes the wrapper itself (choosing the id failed), as the app's `onError` answers.
+    return Promise.resolve(answerOutsideMiddleware(error, c));
+  }
+  try {
+    answered = handler(c);
+  } catch (error) {
+    answered = Promise.reject(error);
+  }
+  return Promise.resolve(answered).then(
+    (response) => {
+      try {
+        c.res = response;
+      } catch (error) {
+        return failed(c, options, started, error);
+      }
+      return finished(c, options, started);
+    },
+    (error) => failed(c, options, started, error),
+  );
+}
+
+/** The problem answering what a direct route threw, finished as any response is. */
+function failed(
+  c: Context,
+  options: RequestIdAndProblemJsonOptions,
+  started: StartedRequest,
+  error: unknown,
+): Response {
+  try {
+    answerThrowInRequest(c, error, started.requestId);
+  } catch (thrown) {
+    return answerOutsideMiddleware(thrown, c);
+  }
+  return finished(c, options, started);
+}
+
+/** The final response of a direct route, or the app's answer to what finishing it threw. */
+function finished(
+  c: Context,
+  options: RequestIdAndProblemJsonOptions,
+  started: StartedRequest,
+): Response {
+  try {
+    finishRequest(c, options, started);
+  } catch (error) {
     return answerOutsideMiddleware(error, c);
   }
   return c.res;

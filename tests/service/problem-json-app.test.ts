@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
 import {
   contextRequestId,
   installRequestIdAndProblemJson,
@@ -110,4 +111,83 @@ test('a direct route whose request id cannot be chosen answers a problem, as the
     assert.equal(typeof problem.requestId, 'string');
     assert.doesNotMatch(JSON.stringify(problem), /generator broke/);
   }
+});
+
+test('a direct route whose handler rejects later answers and reports as the app does', async () => {
+  const failure = new Error('the route broke later');
+  const ways = bothWays(async () => {
+    await Promise.resolve();
+    throw failure;
+  });
+  const answers = [];
+  for (const serve of [ways.viaApp, ways.direct]) {
+    const response = await serve(post({ 'X-Request-Id': 'req-11' }));
+    assert.equal(response.status, 500);
+    assert.equal(response.headers.get('X-Request-Id'), 'req-11');
+    answers.push(await response.json());
+  }
+  assert.deepEqual(answers[1], answers[0]);
+  assert.deepEqual(ways.ended, [
+    { requestId: 'req-11', status: 500, thrown: failure },
+    { requestId: 'req-11', status: 500, thrown: failure },
+  ]);
+});
+
+test('a direct route keeps a policy refusal thrown later, as the app does', async () => {
+  const ways = bothWays(async () => {
+    await Promise.resolve();
+    throw new HTTPException(429, { message: 'slow down' });
+  });
+  const answers = [];
+  for (const serve of [ways.viaApp, ways.direct]) {
+    const response = await serve(post({ 'X-Request-Id': 'req-12' }));
+    assert.equal(response.status, 429);
+    assert.equal(response.headers.get('X-Request-Id'), 'req-12');
+    answers.push(await response.json());
+  }
+  assert.deepEqual(answers[1], answers[0]);
+  assert.equal(answers[0].detail, 'slow down');
+});
+
+test('a direct route answers an async handler once, with the id and one end report', async () => {
+  const ways = bothWays(async (c) => {
+    await Promise.resolve();
+    return new Response(`late ${contextRequestId(c)}`, { status: 201 });
+  });
+  for (const serve of [ways.viaApp, ways.direct]) {
+    const response = await serve(post({ 'X-Request-Id': 'req-13' }));
+    assert.equal(response.status, 201);
+    assert.equal(response.headers.get('X-Request-Id'), 'req-13');
+    assert.equal(await response.text(), 'late req-13');
+  }
+  assert.deepEqual(ways.ended, [
+    { requestId: 'req-13', status: 201, thrown: undefined },
+    { requestId: 'req-13', status: 201, thrown: undefined },
+  ]);
+});
+
+test('a direct route whose end report throws answers a problem, as the app does', async () => {
+  const options: RequestIdAndProblemJsonOptions = {
+    requestIdOf: () => 'req-14',
+    end: () => {
+      throw new Error('the end report broke');
+    },
+  };
+  const handler: RouteHandler = () => new Response('answered');
+  const app = new Hono();
+  installRequestIdAndProblemJson(app, options);
+  app.all(PATH, handler);
+  const answers = [
+    await app.fetch(post()),
+    await serveRouteDirectly(post(), undefined, undefined, PATH, handler, options),
+  ];
+  const problems = [];
+  for (const answer of answers) {
+    assert.equal(answer.status, 500);
+    assert.equal(answer.headers.get('Content-Type'), 'application/problem+json');
+    problems.push(await answer.json());
+  }
+  assert.deepEqual(problems[1], problems[0]);
+  assert.equal(problems[0].requestId, 'req-14');
+  assert.doesNotMatch(JSON.stringify(problems[0]), /end report broke/);
 });
