@@ -21,6 +21,18 @@ interface Ended {
   thrown: unknown;
 }
 
+/** `handler` at PATH behind an app set up with `options`, and served directly with them. */
+function servedBothWays(options: RequestIdAndProblemJsonOptions, handler: RouteHandler) {
+  const app = new Hono();
+  installRequestIdAndProblemJson(app, options);
+  app.all(PATH, handler);
+  return {
+    viaApp: (request: Request, env?: unknown) => app.fetch(request, env) as Promise<Response>,
+    direct: (request: Request, env?: unknown) =>
+      serveRouteDirectly(request, env, undefined, PATH, handler, options),
+  };
+}
+
 /** The two ways of serving `handler` at PATH, each with its own record of `end` reports. */
 function bothWays(handler: RouteHandler) {
   const ended: Ended[] = [];
@@ -30,15 +42,20 @@ function bothWays(handler: RouteHandler) {
     end: (c, requestId, _startedAt, thrown) =>
       ended.push({ requestId, status: c.res.status, thrown }),
   };
-  const app = new Hono();
-  installRequestIdAndProblemJson(app, options);
-  app.all(PATH, handler);
-  return {
-    ended,
-    viaApp: (request: Request, env?: unknown) => app.fetch(request, env) as Promise<Response>,
-    direct: (request: Request, env?: unknown) =>
-      serveRouteDirectly(request, env, undefined, PATH, handler, options),
-  };
+  return { ended, ...servedBothWays(options, handler) };
+}
+
+/** Both ways' answers to one POST, each checked to be a 500 problem+json, parsed. */
+async function problemsBothWays(options: RequestIdAndProblemJsonOptions, handler: RouteHandler) {
+  const ways = servedBothWays(options, handler);
+  const problems = [];
+  for (const serve of [ways.viaApp, ways.direct]) {
+    const answer = await serve(post());
+    assert.equal(answer.status, 500);
+    assert.equal(answer.headers.get('Content-Type'), 'application/problem+json');
+    problems.push(await answer.json());
+  }
+  return problems;
 }
 
 function post(headers: HeadersInit = {}): Request {
@@ -96,18 +113,8 @@ test('a direct route whose request id cannot be chosen answers a problem, as the
       throw new Error('the id generator broke');
     },
   };
-  const handler: RouteHandler = () => new Response('never');
-  const app = new Hono();
-  installRequestIdAndProblemJson(app, options);
-  app.all(PATH, handler);
-  const answers = [
-    await app.fetch(post()),
-    await serveRouteDirectly(post(), undefined, undefined, PATH, handler, options),
-  ];
-  for (const answer of answers) {
-    assert.equal(answer.status, 500);
-    assert.equal(answer.headers.get('Content-Type'), 'application/problem+json');
-    const problem = await answer.json();
+  const problems = await problemsBothWays(options, () => new Response('never'));
+  for (const problem of problems) {
     assert.equal(typeof problem.requestId, 'string');
     assert.doesNotMatch(JSON.stringify(problem), /generator broke/);
   }
@@ -173,20 +180,7 @@ test('a direct route whose end report throws answers a problem, as the app does'
       throw new Error('the end report broke');
     },
   };
-  const handler: RouteHandler = () => new Response('answered');
-  const app = new Hono();
-  installRequestIdAndProblemJson(app, options);
-  app.all(PATH, handler);
-  const answers = [
-    await app.fetch(post()),
-    await serveRouteDirectly(post(), undefined, undefined, PATH, handler, options),
-  ];
-  const problems = [];
-  for (const answer of answers) {
-    assert.equal(answer.status, 500);
-    assert.equal(answer.headers.get('Content-Type'), 'application/problem+json');
-    problems.push(await answer.json());
-  }
+  const problems = await problemsBothWays(options, () => new Response('answered'));
   assert.deepEqual(problems[1], problems[0]);
   assert.equal(problems[0].requestId, 'req-14');
   assert.doesNotMatch(JSON.stringify(problems[0]), /end report broke/);
