@@ -143,10 +143,19 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
   // A Map iterates in insertion order; re-inserting on every hit makes the first key the least
   // recently used one.
   const entries = new Map<string, MemoryEntry>();
+  // The key inserted last, while it still is: a hit on it is already in place. Re-inserting
+  // costs a deletion, and a Map rebuilds its table once deletions pile up, so a process reading
+  // one target's snapshot on every token would rebuild it every few reads.
+  let newestKey: string | undefined;
+
+  const forget = (key: string): void => {
+    entries.delete(key);
+    if (key === newestKey) newestKey = undefined;
+  };
 
   const evictExpired = (at: number): void => {
     for (const [key, entry] of entries) {
-      if (entry.expiresAt <= at) entries.delete(key);
+      if (entry.expiresAt <= at) forget(key);
     }
   };
 
@@ -154,9 +163,15 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
     const checkedKey = requireKey(key);
     const entry = entries.get(checkedKey);
     if (entry === undefined) return undefined;
-    entries.delete(checkedKey);
-    if (entry.expiresAt <= now()) return undefined;
-    entries.set(checkedKey, entry);
+    if (entry.expiresAt <= now()) {
+      forget(checkedKey);
+      return undefined;
+    }
+    if (checkedKey !== newestKey) {
+      entries.delete(checkedKey);
+      entries.set(checkedKey, entry);
+      newestKey = checkedKey;
+    }
     return entry.json !== undefined ? JSON.parse(entry.json) : entry.frozen;
   };
 
@@ -180,9 +195,10 @@ export function memoryRegistryCache(options: MemoryRegistryCacheOptions = {}): R
         entries.delete(oldest);
       }
       entries.set(checkedKey, { ...stored, expiresAt: at + ttlSeconds * 1000 });
+      newestKey = checkedKey;
     },
     async delete(key) {
-      entries.delete(requireKey(key));
+      forget(requireKey(key));
     },
   };
   synchronousReads.set(cache, read);

@@ -107,6 +107,36 @@ test('memoryRegistryCache is bounded and evicts the least recently used entry', 
   assert.equal(await cache.get('c'), 3);
 });
 
+test('memoryRegistryCache evicts like a reference LRU over any mix of reads, writes and deletes', async () => {
+  const cache = memoryRegistryCache({ maxEntries: 3 });
+  // The reference: keys from least to most recently used.
+  const order: string[] = [];
+  const values = new Map<string, number>();
+  const touch = (key: string) => {
+    order.splice(order.indexOf(key), 1);
+    order.push(key);
+  };
+  let seed = 7;
+  const next = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  for (let step = 0; step < 3000; step++) {
+    const key = 'abcde'[next(5)];
+    const operation = next(10);
+    if (operation < 3) {
+      await cache.set(key, step, 600);
+      if (values.has(key)) order.splice(order.indexOf(key), 1);
+      else if (order.length === 3) values.delete(order.shift()!);
+      order.push(key);
+      values.set(key, step);
+    } else if (operation < 4) {
+      await cache.delete(key);
+      if (values.delete(key)) order.splice(order.indexOf(key), 1);
+    } else {
+      assert.equal(await cache.get(key), values.get(key), `step ${step}: ${key}`);
+      if (values.has(key)) touch(key);
+    }
+  }
+});
+
 test('memoryRegistryCache evicts expired entries before live ones when full', async () => {
   const clock = fakeClock();
   const cache = memoryRegistryCache({ maxEntries: 2, now: clock.now });
