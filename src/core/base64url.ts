@@ -107,37 +107,42 @@ const PAIR_UNITS = new Uint16Array(4096);
 }
 
 /**
- * Writes unpadded base64url of the first `length` bytes of `bytes` as ASCII, two characters per
- * 16-bit unit, into `out` from unit `unitOffset` (byte `2 * unitOffset` of its buffer), and
- * returns the number of characters written. When that number is odd, the unit holding the last
- * character also receives one more byte after it: callers leave room for it and never read it.
+ * Writes unpadded base64url of `bytes[from..to)` as ASCII, two characters per 16-bit unit, into
+ * `out` from unit `unitOffset` (byte `2 * unitOffset` of its buffer), and returns the number of
+ * characters written. When that number is odd, the unit holding the last character also receives
+ * one more byte after it: callers leave room for it and never read it. Starting at a multiple of
+ * three bytes, the characters are the ones the whole array's encoding has there, so a caller can
+ * keep an encoded prefix and write only what follows it.
  */
 export function writeBase64UrlUnits(
   bytes: Uint8Array,
-  length: number,
+  from: number,
+  to: number,
   out: Uint16Array,
   unitOffset: number,
 ): number {
   const pairs = PAIR_UNITS;
-  const whole = length - (length % 3);
+  const length = to - from;
+  const whole = from + length - (length % 3);
   let at = unitOffset;
-  let i = 0;
+  let i = from;
   for (; i < whole; i += 3) {
     const bits = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
     out[at++] = pairs[bits >> 12];
     out[at++] = pairs[bits & 0xfff];
   }
-  if (length - whole === 1) {
+  const encoded = ((whole - from) / 3) * 4;
+  if (to - whole === 1) {
     out[at] = pairs[bytes[i] << 4];
-    return (whole / 3) * 4 + 2;
+    return encoded + 2;
   }
-  if (length - whole === 2) {
+  if (to - whole === 2) {
     const bits = (bytes[i] << 10) | (bytes[i + 1] << 2);
     out[at++] = pairs[bits >> 6];
     out[at] = pairs[(bits & 0x3f) << 6];
-    return (whole / 3) * 4 + 3;
+    return encoded + 3;
   }
-  return (whole / 3) * 4;
+  return encoded;
 }
 
 // From digests and signatures up, writing the ASCII codes and decoding them in one call beats
@@ -156,7 +161,7 @@ export function encodeBase64Url(bytes: Uint8Array): string {
   }
   const length = bytes.length;
   if (length >= MIN_SCRATCH_ENCODE_BYTES && length <= MAX_SCRATCH_ENCODE_BYTES) {
-    const end = writeBase64UrlUnits(bytes, length, encodeScratchUnits, 0);
+    const end = writeBase64UrlUnits(bytes, 0, length, encodeScratchUnits, 0);
     return asciiDecoder.decode(encodeScratch.subarray(0, end));
   }
   // Two output characters per table lookup; faster than atob/btoa, which some runtimes

@@ -30,7 +30,9 @@ import {
   freezeCapabilityClaims,
   identityFromClaims,
   readCapabilityClaims,
-  writeCapabilityClaimsJson,
+  sameClaimsBeforeJti,
+  writeClaimsJsonFromJti,
+  writeClaimsJsonToJti,
 } from './token-claims.ts';
 import { verifiedTokenCacheFor } from './verified-token-cache.ts';
 
@@ -151,6 +153,30 @@ const signingInputScratch = new Uint8Array(signingInputUnits.buffer);
 // The header bytes the scratch starts with now: a signer's next token skips writing them again.
 let lastHeader: Uint8Array | undefined;
 
+/**
+ * What the scratch holds from the last token signed, up to `jti`: the claims that decided those
+ * bytes, where they end, how many of them are already encoded (a multiple of three bytes, so the
+ * encoding of what follows starts on a whole group) and that encoded text. A caller's tokens for
+ * one target within a second differ only in `jti`, so a mint whose header and other claims match
+ * writes, encodes and reads back only the token id.
+ */
+interface WrittenToJti {
+  header: Uint8Array;
+  claims: CapabilityTokenClaims;
+  /** Payload bytes up to and including the name of `jti`. */
+  jsonEnd: number;
+  /** Payload bytes whose base64url the scratch holds: `jsonEnd` rounded down to three. */
+  encodedBytes: number;
+  /** The signing input's text up to the end of those encoded bytes. */
+  encodedText: string;
+}
+let writtenToJti: WrittenToJti | undefined;
+
+function holdsJsonToJti(header: Uint8Array, claims: CapabilityTokenClaims): boolean {
+  const held = writtenToJti;
+  return held !== undefined && held.header === header && sameClaimsBeforeJti(held.claims, claims);
+}
+
 function tooLarge(): never {
   throw new SvcConfigurationError(
     `Refusing to sign a capability token larger than ${MAX_CAPABILITY_TOKEN_BYTES} bytes`,
@@ -198,40 +224,86 @@ export function signCapabilityToken(
 ): Promise<string> {
   // Not an async function: the signature is the one thing to wait for, and an async frame
   // around it would cost every token a promise and a suspended frame more.
-  let signing: Promise<ArrayBuffer>;
-  let signedText: string;
+  let started: StartedCapabilitySignature;
   try {
-    const prefix = signingInputPrefix(signer);
-    const closed = readCapabilityClaims(claims, refuseMalformedClaims);
-    // Sized before anything is signed: a token the verifier would refuse as too large is never
-    // minted at all.
-    const written = writeCapabilityClaimsJson(closed, payloadScratch);
-    if (written < 0) tooLarge();
-    const { start, bytes: header } = prefix;
-    const inputLength = header.length + base64UrlLength(written);
-    if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
-    if (lastHeader !== header) {
-      signingInputScratch.set(header, start);
-      lastHeader = header;
-    }
-    writeBase64UrlUnits(payloadScratch, written, signingInputUnits, (start + header.length) / 2);
-    const signingInput = signingInputScratch.subarray(start, start + inputLength);
-    signing = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
-    // Read back before the signature is waited for: after that the scratch belongs to the next
-    // mint.
-    signedText = asciiDecoder.decode(signingInput);
+    started = startCapabilitySignature(claims, signer);
   } catch (error) {
     return Promise.reject(error);
   }
-  return signing.then((signature) => compactToken(signedText, signature));
+  return started.signature.then((signature) => compactCapabilityToken(started, signature));
 }
 
-function compactToken(signedText: string, result: ArrayBuffer): string {
+/** A signature under way: the signed text, and the signature WebCrypto is computing. */
+export interface StartedCapabilitySignature {
+  /** `header.payload`, the text the signature covers. */
+  signedText: string;
+  signature: Promise<ArrayBuffer>;
+}
+
+/**
+ * The synchronous part of {@link signCapabilityToken}: checks the signer and the claims exactly
+ * as it does (throwing the same errors), and starts the signature. Finish the token with
+ * {@link compactCapabilityToken}; the issuer does both in one step with its own result.
+ */
+export function startCapabilitySignature(
+  claims: CapabilityTokenClaims,
+  signer: CapabilitySigner,
+): StartedCapabilitySignature {
+  const { start, bytes: header } = signingInputPrefix(signer);
+  const closed = readCapabilityClaims(claims, refuseMalformedClaims);
+  const held = holdsJsonToJti(header, closed) ? writtenToJti : undefined;
+  // Forgotten before the scratch is written: a write that fails leaves nothing to trust.
+  if (held === undefined) writtenToJti = undefined;
+  const jsonEnd = held?.jsonEnd ?? writeClaimsJsonToJti(closed, payloadScratch);
+  // Sized before anything is signed: a token the verifier would refuse as too large is never
+  // minted at all.
+  const written = writeClaimsJsonFromJti(closed, payloadScratch, jsonEnd);
+  if (written < 0) tooLarge();
+  const inputLength = header.length + base64UrlLength(written);
+  if (inputLength + SIGNATURE_SEGMENT_LENGTH > MAX_CAPABILITY_TOKEN_BYTES) tooLarge();
+  if (lastHeader !== header) {
+    signingInputScratch.set(header, start);
+    lastHeader = header;
+  }
+  const encodedBytes = held?.encodedBytes ?? 0;
+  // Where the encoding of the bytes not kept starts: header and kept characters, in units.
+  const keptUnits = (start + header.length) / 2 + (encodedBytes / 3) * 2;
+  writeBase64UrlUnits(payloadScratch, encodedBytes, written, signingInputUnits, keptUnits);
+  const signingInput = signingInputScratch.subarray(start, start + inputLength);
+  const signature = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
+  // Read back before the signature is waited for: after that the scratch belongs to the next
+  // mint.
+  let signedText: string;
+  if (held !== undefined) {
+    signedText = held.encodedText +
+      asciiDecoder.decode(signingInputScratch.subarray(2 * keptUnits, start + inputLength));
+  } else {
+    signedText = asciiDecoder.decode(signingInput);
+    const keptBytes = jsonEnd - (jsonEnd % 3);
+    writtenToJti = {
+      header,
+      claims: closed,
+      jsonEnd,
+      encodedBytes: keptBytes,
+      encodedText: signedText.slice(0, header.length + (keptBytes / 3) * 4),
+    };
+  }
+  return { signedText, signature };
+}
+
+/**
+ * The compact token from a started signature and its result: `header.payload.signature`. Throws
+ * when the signing key did not yield a 64-byte ES256 signature.
+ */
+export function compactCapabilityToken(
+  started: StartedCapabilitySignature,
+  result: ArrayBuffer,
+): string {
   const signature = new Uint8Array(result);
   if (signature.length !== ES256_SIGNATURE_BYTES) {
     throw new SvcConfigurationError('The capability signing key did not yield an ES256 signature');
   }
-  return `${signedText}.${encodeBase64Url(signature)}`;
+  return `${started.signedText}.${encodeBase64Url(signature)}`;
 }
 
 // ---------------------------------------------------------------------------------------------

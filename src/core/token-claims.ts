@@ -51,9 +51,13 @@ export type ClaimProblemHandler = (problem: string) => never;
 
 const THUMBPRINT_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
-function own(record: Record<string, unknown>, name: string): unknown {
-  // The plain read first: an absent member (most optional claims) costs no ownership check.
-  const value = record[name];
+/**
+ * `value`, read as `record[name]` by the caller, if the member is the record's own: a claim
+ * inherited from a prototype is no claim. The caller reads the member by its literal name, which
+ * engines look up far faster than a computed one.
+ */
+function own(record: Record<string, unknown>, name: string, value: unknown): unknown {
+  // An absent member (most optional claims) costs no ownership check.
   return value !== undefined && Object.hasOwn(record, name) ? value : undefined;
 }
 
@@ -165,38 +169,58 @@ export function readCapabilityClaims(
   fail: ClaimProblemHandler,
 ): CapabilityTokenClaims {
   if (!isPlainRecord(value)) fail('the claim set must be a JSON object');
-  const iss = requireText(own(value, 'iss'), 'iss', fail);
-  const sub = requireText(own(value, 'sub'), 'sub', fail);
-  const aud = own(value, 'aud');
+  const iss = requireText(own(value, 'iss', value.iss), 'iss', fail);
+  const sub = requireText(own(value, 'sub', value.sub), 'sub', fail);
+  const aud = own(value, 'aud', value.aud);
   if (typeof aud !== 'string' || aud.length === 0) {
     fail('claim "aud" must be one non-empty string (the target service id)');
   }
-  const scp = requireScopes(own(value, 'scp'), fail);
-  const spa = optionalCallerAccess(own(value, 'spa'), fail);
-  const act = optionalActor(own(value, 'act'), fail);
-  const spb = optionalText(own(value, 'spb'), 'spb', fail);
-  const spk = optionalPrincipalKind(own(value, 'spk'), fail);
-  const spo = optionalText(own(value, 'spo'), 'spo', fail);
-  const cnf = optionalConfirmation(own(value, 'cnf'), fail);
-  const jti = requireText(own(value, 'jti'), 'jti', fail);
-  const iat = requireNumericDate(own(value, 'iat'), 'iat', fail);
-  const nbf = requireNumericDate(own(value, 'nbf'), 'nbf', fail);
-  const exp = requireNumericDate(own(value, 'exp'), 'exp', fail);
+  const scp = requireScopes(own(value, 'scp', value.scp), fail);
+  const spa = optionalCallerAccess(own(value, 'spa', value.spa), fail);
+  const act = optionalActor(own(value, 'act', value.act), fail);
+  const spb = optionalText(own(value, 'spb', value.spb), 'spb', fail);
+  const spk = optionalPrincipalKind(own(value, 'spk', value.spk), fail);
+  const spo = optionalText(own(value, 'spo', value.spo), 'spo', fail);
+  const cnf = optionalConfirmation(own(value, 'cnf', value.cnf), fail);
+  const jti = requireText(own(value, 'jti', value.jti), 'jti', fail);
+  const iat = requireNumericDate(own(value, 'iat', value.iat), 'iat', fail);
+  const nbf = requireNumericDate(own(value, 'nbf', value.nbf), 'nbf', fail);
+  const exp = requireNumericDate(own(value, 'exp', value.exp), 'exp', fail);
   if (act === undefined && (spk !== undefined || spo !== undefined)) {
     fail('claims "spk" and "spo" belong to delegated tokens only (no "act")');
   }
   if (act !== undefined && spa === 'service') {
     fail('a delegated token (with "act") is always plane-class, never spa "service"');
   }
-  // Fixed member order keeps the signed payload deterministic for the same claims.
-  const claims: CapabilityTokenClaims = { iss, sub, aud, scp, jti, iat, nbf, exp };
+  // Fixed member order keeps the signed payload deterministic for the same claims. The token id
+  // comes last: a caller's tokens for one target within one second differ in nothing else, so
+  // the signer can keep everything before it (see writeClaimsJsonToJti).
+  const claims = { iss, sub, aud, scp, iat, nbf, exp } as CapabilityTokenClaims;
   if (spa !== undefined) claims.spa = spa;
   if (act !== undefined) claims.act = act;
   if (spb !== undefined) claims.spb = spb;
   if (spk !== undefined) claims.spk = spk;
   if (spo !== undefined) claims.spo = spo;
   if (cnf !== undefined) claims.cnf = cnf;
+  claims.jti = jti;
   return claims;
+}
+
+function sameScopes(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * Whether two claim sets returned by {@link readCapabilityClaims} hold the same claims in
+ * everything but `jti`: then {@link writeClaimsJsonToJti} writes the same bytes for both.
+ */
+export function sameClaimsBeforeJti(a: CapabilityTokenClaims, b: CapabilityTokenClaims): boolean {
+  return a.iss === b.iss && a.sub === b.sub && a.aud === b.aud && a.iat === b.iat &&
+    a.nbf === b.nbf && a.exp === b.exp && a.spa === b.spa && a.act?.sub === b.act?.sub &&
+    a.spb === b.spb && a.spk === b.spk && a.spo === b.spo && a.cnf?.jkt === b.cnf?.jkt &&
+    sameScopes(a.scp, b.scp);
 }
 
 const utf8Encoder = new TextEncoder();
@@ -250,6 +274,16 @@ function writeOneTextObject(out: Uint8Array, at: number, opening: string, text: 
  * token pays for it. The numbers are safe integers, whose decimal text is what JSON writes.
  */
 export function writeCapabilityClaimsJson(claims: CapabilityTokenClaims, out: Uint8Array): number {
+  return writeClaimsJsonFromJti(claims, out, writeClaimsJsonToJti(claims, out));
+}
+
+/**
+ * The first part of {@link writeCapabilityClaimsJson}: from the opening brace up to and including
+ * the name of `jti`, the last member. A caller's successive tokens for one target share all of it
+ * within a second, so a signer that kept these bytes (see {@link sameClaimsBeforeJti}) writes only
+ * the rest with {@link writeClaimsJsonFromJti}.
+ */
+export function writeClaimsJsonToJti(claims: CapabilityTokenClaims, out: Uint8Array): number {
   let at = writeText(out, writeAscii(out, 0, '{"iss":'), claims.iss);
   at = writeText(out, writeAscii(out, at, ',"sub":'), claims.sub);
   at = writeText(out, writeAscii(out, at, ',"aud":'), claims.aud);
@@ -257,8 +291,7 @@ export function writeCapabilityClaimsJson(claims: CapabilityTokenClaims, out: Ui
   for (let i = 0; i < claims.scp.length; i++) {
     at = writeText(out, i === 0 ? at : writeAscii(out, at, ','), claims.scp[i]);
   }
-  at = writeText(out, writeAscii(out, at, '],"jti":'), claims.jti);
-  at = writeAscii(out, writeAscii(out, at, ',"iat":'), String(claims.iat));
+  at = writeAscii(out, writeAscii(out, at, '],"iat":'), String(claims.iat));
   at = writeAscii(out, writeAscii(out, at, ',"nbf":'), String(claims.nbf));
   at = writeAscii(out, writeAscii(out, at, ',"exp":'), String(claims.exp));
   if (claims.spa !== undefined) at = writeText(out, writeAscii(out, at, ',"spa":'), claims.spa);
@@ -267,7 +300,20 @@ export function writeCapabilityClaimsJson(claims: CapabilityTokenClaims, out: Ui
   if (claims.spk !== undefined) at = writeText(out, writeAscii(out, at, ',"spk":'), claims.spk);
   if (claims.spo !== undefined) at = writeText(out, writeAscii(out, at, ',"spo":'), claims.spo);
   if (claims.cnf !== undefined) at = writeOneTextObject(out, at, ',"cnf":{"jkt":', claims.cnf.jkt);
-  return writeAscii(out, at, '}');
+  return writeAscii(out, at, ',"jti":');
+}
+
+/**
+ * The rest of {@link writeCapabilityClaimsJson}: `jti`'s value and the closing brace, written
+ * from `at` (what {@link writeClaimsJsonToJti} returned); returns the end, or -1 when it does not
+ * fit.
+ */
+export function writeClaimsJsonFromJti(
+  claims: CapabilityTokenClaims,
+  out: Uint8Array,
+  at: number,
+): number {
+  return writeAscii(out, writeText(out, at, claims.jti), '}');
 }
 
 /** Freezes a claim set read by {@link readCapabilityClaims}, including its nested members. */

@@ -8,7 +8,11 @@
  *
  * @module
  */
-import { type CapabilityTokenClaims, signCapabilityToken } from '../core/capability-token.ts';
+import {
+  type CapabilityTokenClaims,
+  compactCapabilityToken,
+  startCapabilitySignature,
+} from '../core/capability-token.ts';
 import { refuseUnknownKeys } from '../core/config-values.ts';
 import { CapabilityAuthError, SvcConfigurationError } from '../core/errors.ts';
 import type { CallerAccess, DelegatedSubject } from '../core/identity.ts';
@@ -241,10 +245,17 @@ export function createIssuer(deps: IssuerDependencies) {
     }
     if (brokered) claims.spb = deps.planeServiceId;
     if (options.confirmationJkt !== undefined) claims.cnf = { jkt: options.confirmationJkt };
-    const signing = signCapabilityToken(claims, authority.signer);
+    // signCapabilityToken in two steps, so that the token and the result come in one step. What
+    // it throws, every caller of this function turns into a rejection.
+    const started = startCapabilitySignature(claims, authority.signer);
     // Built while the signature is computed, not after it.
     const expiresAt = new Date(claims.exp * 1000);
-    return signing.then((token) => ({ token, expiresAt, scopes, claims }));
+    return started.signature.then((signature) => ({
+      token: compactCapabilityToken(started, signature),
+      expiresAt,
+      scopes,
+      claims,
+    }));
   }
 
   function mint(

@@ -27,23 +27,37 @@ test('base64url round-trips every length and byte value without padding', () => 
   assert.equal(encodeBase64UrlText('{"a":"é"}'), 'eyJhIjoiw6kifQ');
 });
 
-test('writeBase64UrlUnits writes the reference encoding at any unit and nothing beyond one spare byte', () => {
+test('writeBase64UrlUnits writes the reference encoding of any range at any unit and nothing beyond one spare byte', () => {
   for (let length = 0; length < 70; length++) {
     const bytes = new Uint8Array(length).map((_, i) => (i * 53 + length * 7 + 3) & 0xff);
-    const expected = referenceBase64Url(bytes);
-    for (const unitOffset of [0, 1, 5]) {
-      const units = new Uint16Array(unitOffset + 50);
-      const out = new Uint8Array(units.buffer);
-      out.fill(0x2a);
-      const written = writeBase64UrlUnits(bytes, length, units, unitOffset);
-      assert.equal(written, expected.length, `length ${length}`);
-      const start = unitOffset * 2;
-      const text = String.fromCharCode(...out.subarray(start, start + written));
-      assert.equal(text, expected, `length ${length} at unit ${unitOffset}`);
-      assert.ok(out.subarray(0, start).every((byte) => byte === 0x2a), 'nothing before');
-      const after = start + written + (written % 2);
-      assert.ok(out.subarray(after).every((byte) => byte === 0x2a), 'nothing past the unit');
+    for (const from of [0, 1, 3, 6, 7].filter((from) => from <= length)) {
+      const expected = referenceBase64Url(bytes.subarray(from));
+      for (const unitOffset of [0, 1, 5]) {
+        const units = new Uint16Array(unitOffset + 50);
+        const out = new Uint8Array(units.buffer);
+        out.fill(0x2a);
+        const written = writeBase64UrlUnits(bytes, from, length, units, unitOffset);
+        const where = `bytes ${from}..${length} at unit ${unitOffset}`;
+        assert.equal(written, expected.length, where);
+        const start = unitOffset * 2;
+        const text = String.fromCharCode(...out.subarray(start, start + written));
+        assert.equal(text, expected, where);
+        assert.ok(out.subarray(0, start).every((byte) => byte === 0x2a), 'nothing before');
+        const after = start + written + (written % 2);
+        assert.ok(out.subarray(after).every((byte) => byte === 0x2a), 'nothing past the unit');
+      }
     }
+  }
+});
+
+test('writeBase64UrlUnits from a multiple of three bytes writes what the whole encoding has there', () => {
+  const bytes = new Uint8Array(40).map((_, i) => (i * 29 + 11) & 0xff);
+  const whole = referenceBase64Url(bytes);
+  for (const from of [3, 12, 39]) {
+    const units = new Uint16Array(40);
+    const written = writeBase64UrlUnits(bytes, from, bytes.length, units, 0);
+    const text = String.fromCharCode(...new Uint8Array(units.buffer).subarray(0, written));
+    assert.equal(text, whole.slice((from / 3) * 4), `from byte ${from}`);
   }
 });
 

@@ -8,6 +8,7 @@ import {
   capabilityKeyThumbprint,
   type CapabilityTokenClaims,
   MAX_CAPABILITY_TOKEN_BYTES,
+  readCapabilityClaims,
   recheckVerifiedToken,
   signCapabilityToken,
   verifyCapabilityClaims,
@@ -19,7 +20,14 @@ import {
   SvcInternalError,
 } from '../../src/core/errors.ts';
 import { VerifiedTokenCache, verifiedTokenCacheFor } from '../../src/core/verified-token-cache.ts';
-import { b64url, baselineClaims, decodeSegment, TEST_ISSUER } from '../support/forge.ts';
+import {
+  b64url,
+  baselineClaims,
+  decodeSegment,
+  fromB64url,
+  nowSeconds,
+  TEST_ISSUER,
+} from '../support/forge.ts';
 import { testKeys } from '../support/keys.ts';
 import { assertRefused, tokenFixture } from '../support/token-fixture.ts';
 
@@ -131,6 +139,92 @@ test('concurrent mints never share signing bytes: each token verifies and carrie
     assert.equal(got.sub, subjects[i]);
     assert.equal(got.jti, `jti-${subjects[i]}`);
   });
+});
+
+test('successive tokens sharing their first claims or not each sign exactly their own claim set', async () => {
+  const { keys, verify } = await tokenFixture();
+  // A third signer whose header is longer: the payload starts elsewhere in the signing input.
+  const signers = {
+    k1: { kid: 'k1', privateKey: keys.k1.privateKey },
+    k2: { kid: 'k2', privateKey: keys.k2.privateKey },
+    long: { kid: 'k1-under-a-longer-kid', privateKey: keys.k1.privateKey },
+  };
+  const refuse = (problem: string): never => {
+    throw new Error(problem);
+  };
+  // Each token is signed after the one before it and differs from it in one thing only: the jti
+  // (everything else shared), one character or one second of one other claim, an optional claim
+  // present or not, the order or number of scopes, or the signer.
+  const steps: { signer: keyof typeof signers; overrides: Record<string, unknown> }[] = [];
+  const push = (overrides: Record<string, unknown>, signer: keyof typeof signers = 'k1') =>
+    steps.push({ signer, overrides });
+  // The shared part ends at each remainder modulo three, and each is followed by tokens that
+  // share it with a longer or shorter jti.
+  for (const sub of ['svc-caller', 'svc-caller1', 'svc-caller12']) {
+    push({ sub, jti: 'jti-1' });
+    push({ sub, jti: 'jti-22' });
+    push({ sub, jti: 'j' });
+  }
+  push({});
+  push({ iss: 'https://plane.tesu' });
+  push({});
+  push({ sub: 'svc-callex' });
+  push({});
+  push({ aud: 'svc-b' });
+  push({});
+  push({ scp: ['svc-a.reae'] });
+  push({ scp: ['svc-a.read', 'svc-a.writd'] });
+  push({ scp: ['svc-a.writd', 'svc-a.read'] });
+  push({ scp: ['svc-a.writd'] });
+  push({ scp: ['svc-a.writd', 'svc-a.writd'] });
+  const at = nowSeconds();
+  push({ iat: at, nbf: at, exp: at + 60 });
+  push({ iat: at - 1, nbf: at, exp: at + 60 });
+  push({ iat: at - 1, nbf: at - 1, exp: at + 60 });
+  push({ iat: at - 1, nbf: at - 1, exp: at + 61 });
+  push({ spa: 'plane' });
+  push({ spa: undefined });
+  push({});
+  const thumbprint = 'A'.repeat(43);
+  push({ cnf: { jkt: thumbprint } });
+  push({ cnf: { jkt: 'B'.repeat(43) } });
+  push({ cnf: { jkt: thumbprint }, spb: 'svc-plane' });
+  push({ cnf: { jkt: thumbprint }, spb: 'svc-planf' });
+  const delegated = { spa: 'plane', sub: 'user-1', act: { sub: 'svc-caller' } };
+  push(delegated);
+  push({ ...delegated, act: { sub: 'svc-callex' } });
+  push({ ...delegated, spk: 'user' });
+  push({ ...delegated, spk: 'usex' });
+  push({ ...delegated, spk: 'usex', spo: 'org-1' });
+  push({ ...delegated, spk: 'usex', spo: 'org-2' });
+  push({});
+  push({}, 'k2');
+  push({}, 'long');
+  push({}, 'k1');
+  push({}, 'long');
+  for (const [i, { signer, overrides }] of steps.entries()) {
+    const input = claims(overrides);
+    const token = await signCapabilityToken(input, signers[signer]);
+    const expected = JSON.stringify(readCapabilityClaims(input, refuse));
+    const [header, payload] = token.split('.');
+    assert.equal(payload, b64url(expected), `step ${i}: ${JSON.stringify(overrides)}`);
+    const kid = JSON.parse(new TextDecoder().decode(fromB64url(header))).kid;
+    assert.equal(kid, signers[signer].kid);
+    // The published key set knows k1 and k2; the longer kid's token is checked by its bytes.
+    if (signer !== 'long') {
+      const { claims: verified } = await verify(token, {
+        audience: input.aud as string,
+        issuer: input.iss as string,
+      });
+      assert.equal(JSON.stringify(verified), expected, `step ${i} verifies`);
+    }
+    if (i === 1) {
+      // A refused token in between writes over the shared part before it is refused; the next
+      // token shares its first claims with this one.
+      const many = Array.from({ length: 800 }, (_, n) => `svc-a.scope-${n}`);
+      await expectSignRefused(claims({ scp: many }), /larger than 8192/);
+    }
+  }
 });
 
 test('the issuer refuses a signer that is not a P-256 private key', async () => {

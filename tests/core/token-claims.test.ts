@@ -91,3 +91,25 @@ test('writeCapabilityClaimsJson reports -1 when the JSON does not fit, and fits 
     }
   }
 });
+
+test('readCapabilityClaims reads only own members: claims on a prototype are no claims', () => {
+  const refuse = (problem: string): never => {
+    throw new Error(problem);
+  };
+  const inherited = {
+    spb: 'svc-plane',
+    cnf: { jkt: 'A'.repeat(43) },
+    act: { sub: 'svc-other' },
+    spa: 'plane',
+  };
+  const claims = Object.assign(Object.create(inherited), baselineClaims({ spa: undefined }));
+  const read = readCapabilityClaims(claims, refuse);
+  assert.deepEqual(Object.keys(read), ['iss', 'sub', 'aud', 'scp', 'iat', 'nbf', 'exp', 'jti']);
+  // A required claim present only on the prototype is missing.
+  const { iss: _iss, ...withoutIssuer } = baselineClaims();
+  const inheritedIssuer = Object.assign(
+    Object.create({ iss: 'https://plane.test' }),
+    withoutIssuer,
+  );
+  assert.throws(() => readCapabilityClaims(inheritedIssuer, refuse), /claim "iss"/);
+});
