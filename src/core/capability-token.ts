@@ -155,10 +155,10 @@ let lastHeader: Uint8Array | undefined;
 
 /**
  * What the scratch holds from the last token signed, up to `jti`: the claims that decided those
- * bytes, where they end, how many of them are already encoded (a multiple of three bytes, so the
- * encoding of what follows starts on a whole group) and that encoded text. A caller's tokens for
- * one target within a second differ only in `jti`, so a mint whose header and other claims match
- * writes, encodes and reads back only the token id.
+ * bytes, where they end, and how many of them are already encoded (a multiple of three bytes, so
+ * the encoding of what follows starts on a whole group). A caller's tokens for one target within
+ * a second differ only in `jti`, so a mint whose header and other claims match writes and encodes
+ * only the token id.
  */
 interface WrittenToJti {
   header: Uint8Array;
@@ -167,8 +167,6 @@ interface WrittenToJti {
   jsonEnd: number;
   /** Payload bytes whose base64url the scratch holds: `jsonEnd` rounded down to three. */
   encodedBytes: number;
-  /** The signing input's text up to the end of those encoded bytes. */
-  encodedText: string;
 }
 let writtenToJti: WrittenToJti | undefined;
 
@@ -273,19 +271,13 @@ export function startCapabilitySignature(
   const signature = crypto.subtle.sign(ES256, signer.privateKey, signingInput);
   // Read back before the signature is waited for: after that the scratch belongs to the next
   // mint.
-  let signedText: string;
-  if (held !== undefined) {
-    signedText = held.encodedText +
-      asciiDecoder.decode(signingInputScratch.subarray(2 * keptUnits, start + inputLength));
-  } else {
-    signedText = asciiDecoder.decode(signingInput);
-    const keptBytes = jsonEnd - (jsonEnd % 3);
+  const signedText = asciiDecoder.decode(signingInput);
+  if (held === undefined) {
     writtenToJti = {
       header,
       claims: closed,
       jsonEnd,
-      encodedBytes: keptBytes,
-      encodedText: signedText.slice(0, header.length + (keptBytes / 3) * 4),
+      encodedBytes: jsonEnd - (jsonEnd % 3),
     };
   }
   return { signedText, signature };
