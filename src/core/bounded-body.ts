@@ -42,9 +42,10 @@ export interface BoundedReadOptions {
 
 const utf8Decoder = new TextDecoder();
 
-/** A body a server's HTTP parser frames, and how to end its connection if the read gives up. */
+/** A body a server's HTTP parser frames, read whole as bytes or as text. */
 interface FramedBody {
   arrayBuffer(): Promise<ArrayBuffer>;
+  text(): Promise<string>;
 }
 
 // A private symbol, so no one else can mark a body. A property rather than a weak map entry:
@@ -91,36 +92,41 @@ function framedByDeclaredLength(message: BodyWithHeaders): boolean {
   return coding === null || coding.trim().toLowerCase() === 'identity';
 }
 
-/** Reads a server-framed body whole; past `timeoutMs`, abandons it and throws. */
-async function readFramed(
-  message: FramedBody,
+/**
+ * How a bounded read of `message` goes: refused unread (its declared length is past the limit),
+ * read whole through the runtime (a server-framed body within the limit: the function that
+ * abandons it), or read through its stream counting bytes.
+ */
+function readPlan(message: BodyWithHeaders, maxBytes: number): 'refuse' | 'stream' | (() => void) {
+  const declared = declaredLength(message);
+  if (declared === undefined) return 'stream';
+  if (declared > maxBytes) return 'refuse';
+  const abandon = abandonOfServerFramed(message);
+  return abandon !== undefined && framedByDeclaredLength(message) ? abandon : 'stream';
+}
+
+/** Waits for a server-framed body's whole read; past `timeoutMs`, abandons it and throws. */
+async function readFramed<T>(
+  read: Promise<T>,
   abandon: () => void,
-  maxBytes: number,
   timeoutMs: number | undefined,
-): Promise<Uint8Array | undefined> {
-  const read = message.arrayBuffer();
-  let buffer: ArrayBuffer;
-  if (timeoutMs === undefined) {
-    buffer = await read;
-  } else {
-    let stopTimeout!: () => void;
-    const timedOut = new Promise<never>((_, reject) => {
-      stopTimeout = startSharedTimeout(timeoutMs, () => reject(new BodyReadTimeout(timeoutMs)));
-    });
-    try {
-      buffer = await Promise.race([read, timedOut]);
-    } catch (error) {
-      if (error instanceof BodyReadTimeout) {
-        read.catch(() => {});
-        abandon();
-      }
-      throw error;
-    } finally {
-      stopTimeout();
+): Promise<T> {
+  if (timeoutMs === undefined) return await read;
+  let stopTimeout!: () => void;
+  const timedOut = new Promise<never>((_, reject) => {
+    stopTimeout = startSharedTimeout(timeoutMs, () => reject(new BodyReadTimeout(timeoutMs)));
+  });
+  try {
+    return await Promise.race([read, timedOut]);
+  } catch (error) {
+    if (error instanceof BodyReadTimeout) {
+      read.catch(() => {});
+      abandon();
     }
+    throw error;
+  } finally {
+    stopTimeout();
   }
-  // The parser frames by the declared length; a body longer than the limit anyway is refused.
-  return buffer.byteLength > maxBytes ? undefined : new Uint8Array(buffer);
 }
 
 function cancelQuietly(stream: { cancel(): Promise<void> }): void {
@@ -160,15 +166,26 @@ export async function readBoundedBytes(
   maxBytes: number,
   options: BoundedReadOptions = {},
 ): Promise<Uint8Array | undefined> {
-  const declared = declaredLength(message);
-  if (declared !== undefined && declared > maxBytes) {
+  const plan = readPlan(message, maxBytes);
+  if (plan === 'refuse') {
     discardBody(message);
     return undefined;
   }
-  const abandon = abandonOfServerFramed(message);
-  if (abandon !== undefined && declared !== undefined && framedByDeclaredLength(message)) {
-    return readFramed(message as unknown as FramedBody, abandon, maxBytes, options.timeoutMs);
+  if (plan !== 'stream') {
+    const framed = message as unknown as FramedBody;
+    const buffer = await readFramed(framed.arrayBuffer(), plan, options.timeoutMs);
+    // The parser frames by the declared length; a body longer than the limit anyway is refused.
+    return buffer.byteLength > maxBytes ? undefined : new Uint8Array(buffer);
   }
+  return await readStreamed(message, maxBytes, options);
+}
+
+/** Reads a body through its stream, counting bytes as they arrive (see readBoundedBytes). */
+async function readStreamed(
+  message: BodyWithHeaders,
+  maxBytes: number,
+  options: BoundedReadOptions,
+): Promise<Uint8Array | undefined> {
   if (message.body === null) return new Uint8Array(0);
   const reader = message.body.getReader();
   // Cancelling the reader ends a pending read at once (done), so the timer needs no race
@@ -232,6 +249,19 @@ export async function readBoundedText(
 ): Promise<string | undefined> {
   const whole = untouchedWholeText(message);
   if (whole !== undefined) return utf8LengthWithin(whole, maxBytes) ? wellFormed(whole) : undefined;
-  const bytes = await readBoundedBytes(message, maxBytes, options);
+  const plan = readPlan(message, maxBytes);
+  if (plan === 'refuse') {
+    discardBody(message);
+    return undefined;
+  }
+  if (plan !== 'stream') {
+    // Decoded by the runtime as it reads, which spares a copy of the bytes on some (Node). Each
+    // UTF-16 unit of the text took at least one byte, so a text longer than the limit came from
+    // a body longer than the limit, however the parser framed it.
+    const framed = message as unknown as FramedBody;
+    const text = await readFramed(framed.text(), plan, options.timeoutMs);
+    return text.length > maxBytes ? undefined : text;
+  }
+  const bytes = await readStreamed(message, maxBytes, options);
   return bytes === undefined ? undefined : utf8Decoder.decode(bytes);
 }

@@ -90,8 +90,9 @@ test('discardBody cancels an unread body and never throws, even on a locked one'
 });
 
 /**
- * A request as a serving helper marks it: its `arrayBuffer()` is the runtime's whole read (here
- * answering `delivered`, or never), its stream is counted if anything reads it instead.
+ * A request as a serving helper marks it: its `arrayBuffer()` and `text()` are the runtime's
+ * whole read (here answering `delivered`, or never), its stream is counted if anything reads it
+ * instead.
  */
 function framedMessage(
   headers: HeadersInit,
@@ -99,7 +100,7 @@ function framedMessage(
   chunks: string[] = [delivered ?? ''],
 ) {
   const { stream, seen } = chunkedBody(chunks);
-  const record = { wholeReads: 0, abandoned: 0, streamRead: () => seen.pulled };
+  const record = { wholeReads: 0, textReads: 0, abandoned: 0, streamRead: () => seen.pulled };
   const framed = {
     headers: new Headers(headers),
     body: stream,
@@ -108,27 +109,52 @@ function framedMessage(
       if (delivered === undefined) return new Promise(() => {});
       return Promise.resolve(encoder.encode(delivered).buffer as ArrayBuffer);
     },
+    text(): Promise<string> {
+      record.textReads++;
+      if (delivered === undefined) return new Promise(() => {});
+      return Promise.resolve(delivered);
+    },
   };
   markServerFramedBody(framed, () => record.abandoned++);
   return { framed, record };
 }
 
 test('a server-framed body declared within the limit is read whole, not through its stream', async () => {
-  const { framed, record } = framedMessage({ 'Content-Length': '5' }, 'hello');
-  assert.equal(await readBoundedText(framed, 6, { timeoutMs: 10_000 }), 'hello');
-  assert.equal(record.wholeReads, 1);
-  assert.equal(record.streamRead(), 0);
+  const asBytes = framedMessage({ 'Content-Length': '5' }, 'hello');
+  const bytes = await readBoundedBytes(asBytes.framed, 6, { timeoutMs: 10_000 });
+  assert.equal(new TextDecoder().decode(bytes), 'hello');
+  assert.deepEqual([asBytes.record.wholeReads, asBytes.record.textReads], [1, 0]);
+  assert.equal(asBytes.record.streamRead(), 0);
+  // As text, the runtime decodes it as it reads.
+  const asText = framedMessage({ 'Content-Length': '5' }, 'hello');
+  assert.equal(await readBoundedText(asText.framed, 6, { timeoutMs: 10_000 }), 'hello');
+  assert.deepEqual([asText.record.wholeReads, asText.record.textReads], [0, 1]);
+  assert.equal(asText.record.streamRead(), 0);
 });
 
 test('a server-framed body that delivers more than the limit is refused all the same', async () => {
   const { framed } = framedMessage({ 'Content-Length': '5' }, 'far more than five bytes');
   assert.equal(await readBoundedBytes(framed, 6), undefined);
+  const text = framedMessage({ 'Content-Length': '5' }, 'far more than five bytes');
+  assert.equal(await readBoundedText(text.framed, 6), undefined);
+  assert.equal(text.record.textReads, 1);
 });
 
 test('a server-framed body that stalls times out, and its connection is abandoned', async () => {
   const { framed, record } = framedMessage({ 'Content-Length': '5' }, undefined);
   await assert.rejects(readBoundedBytes(framed, 6, { timeoutMs: 50 }), BodyReadTimeout);
   assert.equal(record.abandoned, 1);
+  const text = framedMessage({ 'Content-Length': '5' }, undefined);
+  await assert.rejects(readBoundedText(text.framed, 6, { timeoutMs: 50 }), BodyReadTimeout);
+  assert.equal(text.record.abandoned, 1);
+});
+
+test('a server-framed body declared past the limit is refused unread, as bytes or as text', async () => {
+  for (const read of [readBoundedBytes, readBoundedText]) {
+    const { framed, record } = framedMessage({ 'Content-Length': '7' }, 'seven b');
+    assert.equal(await read(framed, 6), undefined);
+    assert.deepEqual([record.wholeReads, record.textReads, record.streamRead()], [0, 0, 0]);
+  }
 });
 
 test('a server-framed body without a length, or with a transfer coding, is read counting chunks', async () => {
