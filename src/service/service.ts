@@ -186,6 +186,11 @@ export function createService(options: ServiceOptions): SvcService {
     },
   };
   installRequestIdAndProblemJson(app, requestIdAndProblems);
+  // A batch on the direct route (a service with no middleware of the operator's) has no reader
+  // of its events but the logger: with logging off, it neither collects nor reports them.
+  const directRouteSteps: RequestIdAndProblemJsonOptions = options.logger === false
+    ? { requestIdOf: requestIdAndProblems.requestIdOf }
+    : requestIdAndProblems;
 
   for (const middleware of resolved.middleware) app.use('*', middleware);
 
@@ -272,7 +277,7 @@ export function createService(options: ServiceOptions): SvcService {
       const path = request.method === 'POST' ? plainRequestPath(request.url) : undefined;
       const route = path === undefined ? undefined : batchRoutes.get(path);
       if (route === undefined) return app.fetch(request, env, ctx as never) as Promise<Response>;
-      return serveRouteDirectly(request, env, ctx, path!, route, requestIdAndProblems);
+      return serveRouteDirectly(request, env, ctx, path!, route, directRouteSteps);
     },
     discovery: () => structuredClone(document),
     connectAbility,
