@@ -161,23 +161,53 @@ function joined(chunks: Uint8Array[], size: number): Uint8Array {
  * that fails (the sender went away or broke the framing) rejects with the stream's error; past
  * `options.timeoutMs` it rejects with {@link BodyReadTimeout}.
  */
-export async function readBoundedBytes(
+export function readBoundedBytes(
   message: BodyWithHeaders,
   maxBytes: number,
   options: BoundedReadOptions = {},
 ): Promise<Uint8Array | undefined> {
+  return readBounded(message, maxBytes, options, wholeBytes, (bytes) => bytes);
+}
+
+// The parser frames by the declared length; a body longer than the limit anyway is refused.
+function wholeBytes(framed: FramedBody, maxBytes: number): Promise<Uint8Array | undefined> {
+  return framed.arrayBuffer().then((buffer) =>
+    buffer.byteLength > maxBytes ? undefined : new Uint8Array(buffer)
+  );
+}
+
+// Decoded by the runtime as it reads, which spares a copy of the bytes on some (Node). Each UTF-16
+// unit of the text took at least one byte, so a text longer than the limit came from a body
+// longer than the limit, however the parser framed it.
+function wholeText(framed: FramedBody, maxBytes: number): Promise<string | undefined> {
+  return framed.text().then((text) => text.length > maxBytes ? undefined : text);
+}
+
+/**
+ * A bounded read, as {@link readBoundedBytes} describes it: `whole` reads a server-framed body
+ * whole, `fromStream` turns what the stream delivered into the same form.
+ */
+async function readBounded<T>(
+  message: BodyWithHeaders,
+  maxBytes: number,
+  options: BoundedReadOptions,
+  whole: (framed: FramedBody, maxBytes: number) => Promise<T | undefined>,
+  fromStream: (bytes: Uint8Array) => T,
+): Promise<T | undefined> {
   const plan = readPlan(message, maxBytes);
   if (plan === 'refuse') {
     discardBody(message);
     return undefined;
   }
   if (plan !== 'stream') {
-    const framed = message as unknown as FramedBody;
-    const buffer = await readFramed(framed.arrayBuffer(), plan, options.timeoutMs);
-    // The parser frames by the declared length; a body longer than the limit anyway is refused.
-    return buffer.byteLength > maxBytes ? undefined : new Uint8Array(buffer);
+    return await readFramed(
+      whole(message as unknown as FramedBody, maxBytes),
+      plan,
+      options.timeoutMs,
+    );
   }
-  return await readStreamed(message, maxBytes, options);
+  const bytes = await readStreamed(message, maxBytes, options);
+  return bytes === undefined ? undefined : fromStream(bytes);
 }
 
 /** Reads a body through its stream, counting bytes as they arrive (see readBoundedBytes). */
@@ -249,19 +279,11 @@ export async function readBoundedText(
 ): Promise<string | undefined> {
   const whole = untouchedWholeText(message);
   if (whole !== undefined) return utf8LengthWithin(whole, maxBytes) ? wellFormed(whole) : undefined;
-  const plan = readPlan(message, maxBytes);
-  if (plan === 'refuse') {
-    discardBody(message);
-    return undefined;
-  }
-  if (plan !== 'stream') {
-    // Decoded by the runtime as it reads, which spares a copy of the bytes on some (Node). Each
-    // UTF-16 unit of the text took at least one byte, so a text longer than the limit came from
-    // a body longer than the limit, however the parser framed it.
-    const framed = message as unknown as FramedBody;
-    const text = await readFramed(framed.text(), plan, options.timeoutMs);
-    return text.length > maxBytes ? undefined : text;
-  }
-  const bytes = await readStreamed(message, maxBytes, options);
-  return bytes === undefined ? undefined : utf8Decoder.decode(bytes);
+  return await readBounded(
+    message,
+    maxBytes,
+    options,
+    wholeText,
+    (bytes) => utf8Decoder.decode(bytes),
+  );
 }
